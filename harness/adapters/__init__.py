@@ -1,0 +1,51 @@
+"""Framework adapters: one small module per framework, all with the same methods.
+
+A framework is never imported unless the user's object or the command line asks
+for it: detection looks at ``sys.modules`` first (as einops does).
+To add a framework: write ``<name>.py`` with an ``Adapter`` subclass named
+``FrameworkAdapter`` and list it in ``FRAMEWORKS``.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+
+# framework name -> top-level module that marks it
+FRAMEWORKS = {"torch": "torch", "tensorflow": "tensorflow", "jax": "flax", "mxnet": "mxnet"}
+
+_cache: dict = {}
+
+
+def get_adapter(name: str):
+    if name not in FRAMEWORKS:
+        raise KeyError(f"unknown framework {name!r}; known: {', '.join(FRAMEWORKS)}")
+    if name not in _cache:
+        mod = importlib.import_module(f"harness.adapters.{name}")
+        _cache[name] = mod.FrameworkAdapter()
+    return _cache[name]
+
+
+def installed(name: str) -> bool:
+    """Whether a framework can be imported here, without importing it."""
+    mod = FRAMEWORKS[name]
+    if mod in sys.modules:
+        return True
+    try:
+        return importlib.util.find_spec(mod) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def detect(obj) -> str | None:
+    """The framework an object belongs to, looking only at frameworks already imported."""
+    mod_name = getattr(obj, "__module__", "") or ""
+    for name, top in FRAMEWORKS.items():
+        if top in sys.modules or (name == "jax" and "jax" in sys.modules):
+            try:
+                if get_adapter(name).owns(obj):
+                    return name
+            except ImportError:
+                continue
+    del mod_name
+    return None

@@ -1,0 +1,133 @@
+"""The one interface every framework implements. Checks are written once against it.
+
+Conventions shared by every adapter:
+- arrays crossing the interface are numpy arrays unless a method says "native";
+- a *layer* is the user's object after ``build``; a *function* is wrapped by
+  ``as_callable`` so that checks call both the same way;
+- state is addressed by the framework's own dotted names (``gain``, ``0.weight``);
+  ``harness.slots`` maps contract slots onto them.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Any, Callable
+
+
+class Adapter:
+    name: str = ""            # the --framework value: torch | tensorflow | jax | mxnet
+    module: str = ""          # the top-level module whose presence in sys.modules marks the framework
+    cpu_device: str = "cpu"
+
+    # -- detection and environment --------------------------------------------------------
+    def is_loaded(self) -> bool:
+        return self.module in sys.modules
+
+    def owns(self, obj) -> bool:
+        """True when ``obj`` (a class, factory or function) belongs to this framework."""
+        raise NotImplementedError
+
+    def configure_early(self) -> None:
+        """Runs before any framework op (e.g. virtual devices); must not import other frameworks."""
+
+    def versions(self) -> dict[str, str]:
+        raise NotImplementedError
+
+    def devices(self) -> list[str]:
+        """Devices the ``devices`` check moves to besides ``cpu_device`` (virtual ones included)."""
+        raise NotImplementedError
+
+    def is_virtual(self, device: str) -> bool:
+        """A device with shapes but no values (torch ``meta``): outputs cannot be compared."""
+        return False
+
+    # -- tensors -------------------------------------------------------------------------
+    def tensor(self, array, device: str | None = None):
+        raise NotImplementedError
+
+    def numpy(self, t):
+        raise NotImplementedError
+
+    def is_tensor(self, obj) -> bool:
+        raise NotImplementedError
+
+    def dtype_name(self, t) -> str:
+        raise NotImplementedError
+
+    def device_of(self, t) -> str:
+        raise NotImplementedError
+
+    # -- building and calling --------------------------------------------------------------
+    def as_callable(self, obj) -> Callable:
+        """For a function contract: the callable applying ``obj`` (e.g. ``Function.apply``)."""
+        return obj
+
+    def build(self, layer, inputs: list, device: str | None = None):
+        """Make the layer's state exist (lazy shapes, initialize) by a first call; return the layer."""
+        self.call(layer, inputs, device=device)
+        return layer
+
+    def call(self, layer, inputs: list, device: str | None = None, training: bool = False):
+        """Run the layer on numpy inputs; returns the native output."""
+        raise NotImplementedError
+
+    def construct_native(self, cls, args: dict):
+        """The framework's own layer from the contract's arguments (adapters add e.g. rngs)."""
+        return cls(**args)
+
+    # -- state -------------------------------------------------------------------------
+    def trainable(self, layer) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def non_trainable(self, layer) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def optimizer_view(self, layer) -> list:
+        """What an optimizer is handed (``parameters()``, ``trainable_variables``...)."""
+        raise NotImplementedError
+
+    def untracked(self, layer) -> dict[str, str]:
+        """Tensors or parameters held by the layer but invisible to the framework: path -> what."""
+        raise NotImplementedError
+
+    def assign(self, layer, name: str, value) -> None:
+        raise NotImplementedError
+
+    def serialized_state(self, layer) -> dict[str, Any]:
+        """The framework's normal saved state, name -> numpy."""
+        raise NotImplementedError
+
+    def round_trip(self, layer, fresh):
+        """Save ``layer``'s state the framework's normal way and strictly load it into ``fresh``."""
+        raise NotImplementedError
+
+    # -- composition and devices -----------------------------------------------------------
+    def sequential(self, layer, width: int):
+        """The layer inside the framework's Sequential, between two built-in dense layers."""
+        raise NotImplementedError
+
+    def move(self, layer, device: str):
+        """Move with the framework's normal call; return the moved layer."""
+        raise NotImplementedError
+
+    # -- gradients -------------------------------------------------------------------------
+    def vjp(self, fn, layer, inputs: list, wrt: list[int], cotangent, dtype=None):
+        """Gradient of sum(fn(*inputs) * cotangent).
+
+        ``fn`` is the layer (or function) to call; ``layer`` holds the state whose gradients
+        are wanted (None for a function). Returns (output, input_grads, state_grads) where
+        input_grads[i] is the gradient for inputs[i] (None when the framework produced none)
+        and state_grads maps every trainable *and* non-trainable name to a gradient or None.
+        """
+        raise NotImplementedError
+
+    def to_float64(self, layer):
+        """The layer in float64 for finite differences, or None where that is not possible."""
+        return None
+
+    # Framework words for the fixes checks suggest; adapters override with their own idiom.
+    hints = {
+        "register_trainable": "register it as a trainable parameter",
+        "register_buffer": "register it as non-trainable state",
+        "not_persistent": "it is registered but left out of the saved state",
+        "single_use": "",
+    }

@@ -1,0 +1,154 @@
+"""PyTorch adapter."""
+from __future__ import annotations
+
+import copy
+import inspect
+
+import numpy as np
+import torch
+
+from .base import Adapter
+from .walk import walk_attributes
+
+
+# Attributes every nn.Module has for its own bookkeeping (registered state lives in them).
+_MODULE_INTERNALS = frozenset(vars(torch.nn.Module()))
+
+
+class FrameworkAdapter(Adapter):
+    name = "torch"
+    module = "torch"
+
+    def owns(self, obj) -> bool:
+        if inspect.isclass(obj):
+            return issubclass(obj, (torch.nn.Module, torch.autograd.Function))
+        if isinstance(obj, (torch.nn.Module, torch.Tensor)):
+            return True
+        return (getattr(obj, "__module__", "") or "").split(".")[0] == "torch"
+
+    def versions(self):
+        return {"torch": torch.__version__}
+
+    def devices(self):
+        devs = ["meta"]
+        if torch.cuda.is_available():
+            devs.append("cuda")
+        return devs
+
+    def is_virtual(self, device):
+        return device == "meta"
+
+    # -- tensors -----------------------------------------------------------------------
+    def tensor(self, array, device=None):
+        t = torch.from_numpy(np.ascontiguousarray(array))
+        return t.to(device) if device else t
+
+    def numpy(self, t):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"expected a torch.Tensor, got {type(t).__name__}")
+        return t.detach().cpu().resolve_conj().numpy()
+
+    def is_tensor(self, obj):
+        return isinstance(obj, torch.Tensor)
+
+    def dtype_name(self, t):
+        return str(t.dtype).replace("torch.", "")
+
+    def device_of(self, t):
+        return t.device.type if t.device.index is None else str(t.device)
+
+    # -- building and calling ----------------------------------------------------------------
+    def as_callable(self, obj):
+        # A Function subclass is only an autograd node when called through apply.
+        if inspect.isclass(obj) and issubclass(obj, torch.autograd.Function):
+            return obj.apply
+        return obj
+
+    def call(self, layer, inputs, device=None, training=False):
+        args = [a if isinstance(a, torch.Tensor) else self.tensor(a, device) for a in inputs]
+        if isinstance(layer, torch.nn.Module):
+            layer.train(training)
+        return layer(*args)
+
+    # -- state ---------------------------------------------------------------------------
+    def trainable(self, layer):
+        return dict(layer.named_parameters()) if isinstance(layer, torch.nn.Module) else {}
+
+    def non_trainable(self, layer):
+        return dict(layer.named_buffers()) if isinstance(layer, torch.nn.Module) else {}
+
+    def optimizer_view(self, layer):
+        return list(layer.parameters())
+
+    def untracked(self, layer):
+        registered = {id(t) for t in list(layer.parameters()) + list(layer.buffers())}
+
+        def is_state(v):
+            return isinstance(v, torch.Tensor) and id(v) not in registered
+
+        def children(v):
+            return v._modules.items() if isinstance(v, torch.nn.Module) else None
+
+        return walk_attributes(layer, is_state, children, describe=lambda v: f"tensor {list(v.shape)}",
+                               internal=_MODULE_INTERNALS)
+
+    def assign(self, layer, name, value):
+        target = dict(layer.named_parameters()).get(name)
+        if target is None:
+            target = dict(layer.named_buffers())[name]
+        with torch.no_grad():
+            target.copy_(torch.as_tensor(np.asarray(value)).to(target.dtype))
+
+    def serialized_state(self, layer):
+        return {k: self.numpy(v) for k, v in layer.state_dict().items()}
+
+    def round_trip(self, layer, fresh):
+        import io
+        buf = io.BytesIO()
+        torch.save(layer.state_dict(), buf)  # through bytes, as a checkpoint would
+        buf.seek(0)
+        fresh.load_state_dict(torch.load(buf, weights_only=True), strict=True)
+        return fresh
+
+    # -- composition and devices ---------------------------------------------------------------
+    def sequential(self, layer, width):
+        gen = torch.Generator().manual_seed(0)
+        first, last = torch.nn.Linear(width, width), torch.nn.Linear(width, 2)
+        with torch.no_grad():
+            for p in list(first.parameters()) + list(last.parameters()):
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.3)
+        return torch.nn.Sequential(first, layer, last)
+
+    def move(self, layer, device):
+        return layer.to(device)
+
+    # -- gradients ---------------------------------------------------------------------------
+    def vjp(self, fn, layer, inputs, wrt, cotangent, dtype=None):
+        args = []
+        for i, a in enumerate(inputs):
+            t = a if isinstance(a, torch.Tensor) else self.tensor(a)
+            if i in wrt:
+                t = t.detach().clone().requires_grad_(True)
+            args.append(t)
+        state = {}
+        if isinstance(layer, torch.nn.Module):
+            layer.train(False)
+            layer.zero_grad(set_to_none=True)
+            state = {**self.non_trainable(layer), **self.trainable(layer)}
+        out = fn(*args)
+        if not isinstance(out, torch.Tensor):
+            raise TypeError(f"the output is a {type(out).__name__}, not a torch.Tensor")
+        if not out.requires_grad:
+            input_grads = [None] * len(inputs)
+        else:
+            ct = torch.as_tensor(np.asarray(cotangent)).to(out.dtype)
+            (out * ct).sum().backward()
+            input_grads = [args[i].grad if i in wrt else None for i in range(len(inputs))]
+        state_grads = {k: v.grad for k, v in state.items()}
+        conv = lambda g: None if g is None else g.detach()
+        return out.detach(), [conv(g) for g in input_grads], {k: conv(g) for k, g in state_grads.items()}
+
+    def to_float64(self, layer):
+        if isinstance(layer, torch.nn.Module):
+            return copy.deepcopy(layer).double()
+        return layer

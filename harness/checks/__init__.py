@@ -1,0 +1,23 @@
+"""The checks. Each is a function of a CheckContext, written once for every framework.
+
+It returns None or a dict of details (passed), raises CheckFailed (failed) or CheckSkipped.
+To add a check: write ``check_<id>`` in the module for its area and list it in ``CHECKS``;
+the id is part of the public interface (test ids, results files, expectations).
+"""
+from .base import CheckContext, CheckFailed, CheckSkipped, construct, unexpected_error
+from .numerics import check_gradients, check_native, check_values
+from .registration import check_composition, check_devices, check_serialization
+from .state import check_buffers, check_parameters
+
+CHECKS = {
+    "parameters": check_parameters,
+    "buffers": check_buffers,
+    "composition": check_composition,
+    "serialization": check_serialization,
+    "devices": check_devices,
+    "values": check_values,
+    "native": check_native,
+    "gradients": check_gradients,
+}
+
+__all__ = ["CHECKS", "CheckContext", "CheckFailed", "CheckSkipped", "construct", "unexpected_error"]

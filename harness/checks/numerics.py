@@ -1,0 +1,244 @@
+"""Numbers against the contract: ``values`` (numpy reference), ``native`` (the framework's layer),
+``gradients`` (reference VJP, finite differences, declared surrogate rules)."""
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+
+from .. import inputs as inputs_mod
+from ..compare import describe_mismatch, max_abs_error
+from .base import CheckFailed, CheckSkipped, unexpected_error
+
+
+def _reference_forward(ctx, inputs, state):
+    _, forward, _ = ctx.contract.reference()
+    return np.asarray(forward(*[np.asarray(a, dtype=np.float64) if np.issubdtype(a.dtype, np.floating) else a
+                                for a in inputs], **state, **ctx.contract.constructor))
+
+
+def _check_output(ctx, got, expected_dtype, what):
+    """Shape and dtype exact; returns the problem or None."""
+    if str(got.dtype) != expected_dtype:
+        return f"{what}: dtype {got.dtype}, expected {expected_dtype}"
+    return None
+
+
+def check_values(ctx):
+    """Outputs against the numpy reference on every case, with nondefault state."""
+    state = inputs_mod.test_state(ctx.contract)
+    layer = ctx.new_layer(state)
+    problems, worst = [], 0.0
+    for case in ctx.contract.cases:
+        inputs = ctx.case_inputs(case)
+        got = ctx.output_numpy(ctx.run(layer, inputs), f"case {case['name']!r}: the output")
+        expected = _reference_forward(ctx, inputs, state)
+        want_dtype = ctx.expected_dtype(inputs)
+        if got.shape != expected.shape:
+            problems.append(f"case {case['name']!r}: output shape {list(got.shape)}, expected {list(expected.shape)}")
+            continue
+        bad_dtype = _check_output(ctx, got, want_dtype, f"case {case['name']!r}: output")
+        if bad_dtype:
+            problems.append(bad_dtype)
+            continue
+        rtol, atol = ctx.tolerance("values", want_dtype)
+        diff = describe_mismatch(got, expected, rtol, atol, what=f"case {case['name']!r}")
+        worst = max(worst, max_abs_error(got, expected))
+        if diff:
+            problems.append(diff)
+    if problems:
+        raise CheckFailed("; ".join(problems), max_abs_error=worst)
+    return {"max_abs_error": worst}
+
+
+def _import_dotted(ctx, path: str):
+    mod_name, _, attr = path.rpartition(".")
+    try:
+        return getattr(importlib.import_module(mod_name), attr)
+    except (ImportError, AttributeError) as exc:
+        where = ctx.contract.location("native", ctx.adapter.name, "class")
+        raise CheckFailed(f"the contract's native layer {path!r} does not exist ({where}): {exc}") from None
+
+
+def check_native(ctx):
+    """Against the framework's own layer, with the same state, where the contract names one."""
+    spec = ctx.contract.native.get(ctx.adapter.name)
+    if spec is None:
+        raise CheckSkipped(f"the contract names no native {ctx.adapter.name} layer", not_applicable=True)
+    if "none" in spec:
+        raise CheckSkipped(f"no native {ctx.adapter.name} layer: {spec['none']}", not_applicable=True)
+    cls = _import_dotted(ctx, spec["class"])
+    args = {k: ctx.contract.resolve_arg(v) for k, v in (spec.get("args") or {}).items()}
+    native = ctx.adapter.build(ctx.adapter.construct_native(cls, args), ctx.first_inputs())
+    state = inputs_mod.test_state(ctx.contract)
+    ours = ctx.new_layer(state)
+    native_names = ctx.adapter.trainable(native) | ctx.adapter.non_trainable(native)
+    for slot, name in (spec.get("state") or {}).items():
+        if name not in native_names:
+            raise CheckFailed(f"native {spec['class']} has no state {name!r} for slot {slot!r} "
+                              f"(it has {sorted(native_names)})")
+        ctx.adapter.assign(native, name, state[slot])
+    problems, worst = [], 0.0
+    for case in ctx.contract.cases:
+        inputs = ctx.case_inputs(case)
+        got = ctx.output_numpy(ctx.run(ours, inputs))
+        want = ctx.adapter.numpy(ctx.adapter.call(native, inputs))
+        rtol, atol = ctx.tolerance("native", str(want.dtype))
+        diff = describe_mismatch(got, want, rtol, atol, what=f"case {case['name']!r} vs native {spec['class']}")
+        if got.shape == want.shape:
+            worst = max(worst, max_abs_error(got, want))
+        if diff:
+            problems.append(diff)
+    if problems:
+        raise CheckFailed("; ".join(problems), max_abs_error=worst)
+    return {"max_abs_error": worst}
+
+
+# --- gradients -------------------------------------------------------------------------
+
+def _wrt(ctx, case):
+    """Indices of differentiable inputs, and trainable slots, that the contract differentiates."""
+    names = list(case["inputs"])
+    declared = ctx.contract.gradients.get("wrt")
+    idx = []
+    for i, (name, spec) in enumerate(case["inputs"].items()):
+        floating = spec["dtype"].startswith(("float", "bfloat"))
+        if (declared is None and floating and spec.get("differentiable", True)) or (declared and name in declared):
+            idx.append(i)
+    slots = [s for s in ctx.contract.trainable if declared is None or s in declared]
+    return names, idx, slots
+
+
+def _pattern_hint(got, expected) -> str:
+    """Name the usual mistakes: a rule that never ran, or a surrogate off by a constant factor."""
+    g, e = np.asarray(got, dtype=np.float64), np.asarray(expected, dtype=np.float64)
+    if g.shape != e.shape or not np.any(e):
+        return ""
+    if not np.any(g):
+        return (" The gradient is all zeros: the custom backward rule never ran "
+                "(e.g. Function.forward called directly instead of through apply), so autodiff "
+                "differentiated the forward computation itself.")
+    mask = np.abs(e) > 1e-12
+    ratios = g[mask] / e[mask]
+    if ratios.size and np.allclose(ratios, ratios[0], rtol=1e-3) and not np.isclose(ratios[0], 1.0):
+        return f" The gradient is {ratios[0]:.4g}x the expected one everywhere: the backward rule is scaled wrongly."
+    return ""
+
+
+def _compare_grad(ctx, label, got, expected, input_like, rule):
+    if got is None:
+        return f"no gradient reached {label} (the framework returned None): it is cut off from the output"
+    g = ctx.adapter.numpy(got) if not isinstance(got, np.ndarray) else got
+    if tuple(g.shape) != tuple(np.shape(input_like)):
+        return f"gradient for {label} has shape {list(g.shape)}, expected {list(np.shape(input_like))}"
+    want_dtype = str(np.asarray(input_like).dtype) if isinstance(input_like, np.ndarray) else ctx.adapter.dtype_name(input_like)
+    if str(g.dtype) != want_dtype:
+        return f"gradient for {label} has dtype {g.dtype}, expected {want_dtype}"
+    rtol, atol = ctx.tolerance("gradients", str(g.dtype))
+    diff = describe_mismatch(g, expected, rtol, atol, what=f"gradient for {label} vs the {rule}")
+    return diff + _pattern_hint(g, expected) if diff else None
+
+
+def _finite_difference(ctx, layer, inputs, idx, cotangent, rng):
+    """Float64 central difference along one random direction per input (fast, size-independent):
+    <v, J u> from the VJP against (f(x + h u) - f(x - h u)) / 2h projected on v."""
+    adapter = ctx.adapter
+    layer64 = adapter.to_float64(layer) if layer is not None else None
+    if layer is not None and layer64 is None:
+        return None, "this framework cannot cast the layer to float64"
+    fn = ctx.callable(layer64)
+    x64 = [a.astype(np.float64) if i in idx else a for i, a in enumerate(inputs)]
+    _, grads, _ = adapter.vjp(fn, layer64, x64, idx, cotangent.astype(np.float64))
+    problems = []
+    h = 1e-6
+    for i in idx:
+        if grads[i] is None:
+            continue
+        u = rng.standard_normal(inputs[i].shape)
+        plus = [a + h * u if j == i else a for j, a in enumerate(x64)]
+        minus = [a - h * u if j == i else a for j, a in enumerate(x64)]
+        f_plus = adapter.numpy(adapter.call(fn, plus)).astype(np.float64)
+        f_minus = adapter.numpy(adapter.call(fn, minus)).astype(np.float64)
+        # positions fixed at +-inf (a mask) carry no derivative
+        finite = np.isfinite(f_plus) & np.isfinite(f_minus)
+        numeric = float(np.sum(np.where(finite, (np.where(finite, f_plus, 0) - np.where(finite, f_minus, 0))
+                                        / (2 * h), 0.0) * cotangent))
+        analytic = float(np.sum(adapter.numpy(grads[i]) * u))
+        if not np.isclose(analytic, numeric, rtol=1e-5, atol=1e-6):
+            problems.append(f"input {i}: directional derivative from the VJP {analytic:.8g} != finite "
+                            f"difference {numeric:.8g}")
+    return problems, None
+
+
+def check_gradients(ctx):
+    """Gradients w.r.t. inputs and trainable slots against the reference VJP (true or surrogate)."""
+    contract, adapter = ctx.contract, ctx.adapter
+    grads_spec = contract.gradients
+    mode = grads_spec.get("mode", "true")
+    if mode == "none":
+        raise CheckSkipped("the contract declares no gradient", not_applicable=True)
+    rule = "declared surrogate rule" + (f" ({grads_spec['rule']})" if grads_spec.get("rule") else "") \
+        if mode == "surrogate" else "reference derivative"
+    _, _, ref_vjp = contract.reference()
+    state = inputs_mod.test_state(contract)
+    problems, notes = [], []
+
+    for example in grads_spec.get("worked_examples") or []:
+        names = list(contract.cases[0]["inputs"])
+        dtypes = {n: s["dtype"] for n, s in contract.cases[0]["inputs"].items()}
+        x = [np.asarray(example["inputs"][n], dtype=dtypes[n]) for n in names]
+        idx = [i for i, n in enumerate(names) if n in example["expected"]]
+        layer = ctx.new_layer(state)
+        try:
+            _, grads, _ = adapter.vjp(ctx.callable(layer), layer, x, idx, np.asarray(example["cotangent"]))
+        except Exception as exc:
+            raise CheckFailed(f"differentiating the worked example raised {unexpected_error(exc)}") from exc
+        for i in idx:
+            want = np.asarray(example["expected"][names[i]], dtype=np.float64)
+            label = f"{names[i]!r} in the worked example{': ' + example['description'] if example.get('description') else ''}"
+            bad = _compare_grad(ctx, label, grads[i], want, x[i], rule)
+            if bad:
+                problems.append(bad)
+
+    rng = inputs_mod.rng_for(ctx.seed, contract.name, "gradients")
+    for case in contract.cases:
+        inputs = ctx.case_inputs(case)
+        names, idx, slots = _wrt(ctx, case)
+        layer = ctx.new_layer(state)
+        mapping = ctx.slot_map(layer) if layer is not None else {}
+        expected_out = _reference_forward(ctx, inputs, state)
+        cotangent = rng.standard_normal(expected_out.shape)
+        try:
+            out, grads, state_grads = adapter.vjp(ctx.callable(layer), layer, inputs, idx, cotangent)
+        except Exception as exc:
+            raise CheckFailed(f"case {case['name']!r}: differentiating raised {unexpected_error(exc)}") from exc
+        ref = ref_vjp(cotangent, *[a.astype(np.float64) if np.issubdtype(a.dtype, np.floating) else a
+                                   for a in inputs], **state, **contract.constructor) if ref_vjp else {}
+        for i in idx:
+            bad = _compare_grad(ctx, f"input {names[i]!r} (case {case['name']!r})", grads[i], ref[names[i]],
+                                inputs[i], rule)
+            if bad:
+                problems.append(bad)
+        for slot in slots:
+            name = mapping.get(slot)
+            if name is None:
+                problems.append(f"trainable slot {slot!r} not found in the layer; cannot check its gradient")
+                continue
+            params = adapter.trainable(layer)
+            like = params.get(name)
+            if like is None:
+                problems.append(f"trainable slot {slot!r} is not trainable, so it gets no gradient")
+                continue
+            bad = _compare_grad(ctx, f"slot {slot!r} (case {case['name']!r})", state_grads.get(name), ref[slot],
+                                adapter.numpy(like), rule)
+            if bad:
+                problems.append(bad)
+        if mode == "true" and grads_spec.get("finite_difference", True) and not problems:
+            fd, why = _finite_difference(ctx, layer, inputs, idx, cotangent, rng)
+            if fd is None:
+                notes.append(f"finite differences skipped: {why}")
+            else:
+                problems += [f"case {case['name']!r}: {p}" for p in fd]
+    if problems:
+        raise CheckFailed("; ".join(problems))
+    return {"notes": notes} if notes else None

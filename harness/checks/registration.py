@@ -1,0 +1,122 @@
+"""The layer behaves like a built-in: ``composition``, ``serialization``, ``devices``."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import inputs as inputs_mod
+from ..compare import describe_mismatch
+from .base import CheckFailed, CheckSkipped, unexpected_error
+
+
+def _layers_only(ctx):
+    if ctx.is_function:
+        raise CheckSkipped("a function contract is not a layer", not_applicable=True)
+
+
+def check_composition(ctx):
+    """Inside the framework's Sequential between two built-in layers: runs, and its state is seen."""
+    _layers_only(ctx)
+    reason = (ctx.contract.data.get("composition") or {}).get("skip")
+    if reason:
+        raise CheckSkipped(reason)
+    adapter = ctx.adapter
+    inputs = ctx.first_inputs()
+    if len(inputs) != 1:
+        raise CheckSkipped("a Sequential passes one input; this layer takes several")
+    width = (ctx.contract.data.get("composition") or {}).get("in_features") or inputs[0].shape[-1]
+    layer = ctx.new_layer()
+    container = adapter.sequential(layer, int(width))
+    x = inputs[0].astype(np.float32) if not np.issubdtype(inputs[0].dtype, np.floating) else inputs[0]
+    try:
+        out = adapter.call(container, [x])
+    except Exception as exc:
+        raise CheckFailed(f"the layer fails inside a Sequential: {unexpected_error(exc)}") from exc
+    y = ctx.output_numpy(out, "the Sequential's output")
+    if y.shape[-1] != 2:
+        raise CheckFailed(f"the Sequential's output has shape {list(y.shape)}; the last layer gives width 2")
+    own = adapter.trainable(layer)
+    seen = {id(v) for v in adapter.trainable(container).values()}
+    lost = [n for n, v in own.items() if id(v) not in seen]
+    if lost:
+        raise CheckFailed(f"the container's trainable set does not include the layer's {lost}")
+    untracked = adapter.untracked(layer)
+    if untracked:
+        raise CheckFailed(f"the layer holds untracked state {sorted(untracked)} that the container cannot see")
+
+
+def check_serialization(ctx):
+    """The framework's normal state round trip into a fresh instance gives bit-equal outputs."""
+    _layers_only(ctx)
+    adapter, contract = ctx.adapter, ctx.contract
+    layer = ctx.new_layer(inputs_mod.test_state(contract))
+    mapping = ctx.slot_map(layer)
+    saved = adapter.serialized_state(layer)
+    problems = []
+    for slot in {**contract.trainable, **contract.non_trainable}:
+        name = mapping.get(slot)
+        if name is None or name not in saved:
+            problems.append(f"slot {slot!r} is missing from the saved state (saved: {sorted(saved) or 'nothing'})")
+    fresh = ctx.new_layer()
+    try:
+        loaded = adapter.round_trip(layer, fresh)
+    except Exception as exc:
+        raise CheckFailed("; ".join(problems + [f"loading the saved state into a fresh instance failed: "
+                                                 f"{unexpected_error(exc)}"])) from exc
+    for case in contract.cases:
+        inputs = ctx.case_inputs(case)
+        a = ctx.output_numpy(ctx.run(layer, inputs))
+        b = ctx.output_numpy(ctx.run(loaded, inputs), "the reloaded layer's output")
+        same = a.shape == b.shape and np.array_equal(a, b, equal_nan=np.issubdtype(a.dtype, np.inexact))
+        if not same:
+            diff = describe_mismatch(b, a, 0.0, 0.0, what="outputs after the round trip")
+            problems.append(f"case {case['name']!r}: the reloaded layer is not bit-equal to the original: {diff}")
+            break
+    if problems:
+        raise CheckFailed("; ".join(problems))
+
+
+def check_devices(ctx):
+    """The layer moves with the framework's normal call, every slot with it, and runs there."""
+    adapter, contract = ctx.adapter, ctx.contract
+    targets = [d for d in adapter.devices() if d != adapter.cpu_device]
+    if not targets:
+        raise CheckSkipped(f"{adapter.name} offers no second device here")
+    inputs = ctx.first_inputs()
+    reference = ctx.output_numpy(ctx.run(ctx.new_layer(inputs_mod.test_state(contract)), inputs))
+    problems, visited = [], []
+    for device in targets:
+        layer = ctx.new_layer(inputs_mod.test_state(contract))
+        try:
+            moved = adapter.move(layer, device) if layer is not None else None
+        except Exception as exc:
+            problems.append(f"moving to {device} failed: {unexpected_error(exc)}")
+            continue
+        if moved is not None:
+            state = {**adapter.non_trainable(moved), **adapter.trainable(moved)}
+            stayed = {n: adapter.device_of(v) for n, v in state.items() if adapter.device_of(v) != device}
+            if stayed:
+                problems.append(f"after moving to {device}, state stayed behind: "
+                                + ", ".join(f"{n!r} on {d}" for n, d in sorted(stayed.items())))
+            for path, what in adapter.untracked(moved).items():
+                problems.append(f"after moving to {device}, untracked attribute {path!r} ({what}) was not moved")
+        args = [adapter.tensor(a, device) for a in inputs]
+        try:
+            out = adapter.call(ctx.callable(moved), args, device=device)
+        except Exception as exc:
+            problems.append(f"forward on {device} raised {unexpected_error(exc)}")
+            continue
+        if not adapter.is_tensor(out):
+            problems.append(f"forward on {device} returned a {type(out).__name__}")
+            continue
+        if adapter.device_of(out) != device:
+            problems.append(f"forward on {device} put its output on {adapter.device_of(out)}")
+            continue
+        visited.append(device)
+        if not adapter.is_virtual(device):
+            rtol, atol = ctx.tolerance("devices", str(reference.dtype))
+            diff = describe_mismatch(adapter.numpy(out), reference, rtol, atol, what=f"output on {device} vs cpu")
+            if diff:
+                problems.append(diff)
+    if problems:
+        raise CheckFailed("; ".join(problems))
+    return {"devices": visited}

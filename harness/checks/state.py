@@ -1,0 +1,134 @@
+"""Registration of state: ``parameters`` (the trainable set) and ``buffers`` (non-trainable state)."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import inputs as inputs_mod
+from .base import CheckFailed, CheckSkipped
+
+
+def _no_state_for_functions(ctx):
+    if ctx.is_function:
+        raise CheckSkipped("a function contract has no layer state", not_applicable=True)
+
+
+def _shape_dtype_problems(ctx, slot, spec, value) -> list[str]:
+    problems = []
+    want_shape = ctx.contract.shape(spec["shape"])
+    if tuple(value.shape) != want_shape:
+        problems.append(f"slot {slot!r} has shape {list(value.shape)}, expected {list(want_shape)}")
+    got_dtype = ctx.adapter.dtype_name(value)
+    if got_dtype != spec["dtype"]:
+        problems.append(f"slot {slot!r} has dtype {got_dtype}, expected {spec['dtype']}")
+    return problems
+
+
+def _untracked_for(untracked: dict, slot: str, shape) -> list[str]:
+    """Untracked attributes that look like ``slot``: same name first, else same shape."""
+    by_name = [p for p in untracked if p.split(".")[-1].split("[")[0] == slot]
+    if by_name:
+        return by_name
+    return [p for p, what in untracked.items() if what.endswith(str(list(shape)))]
+
+
+def check_parameters(ctx):
+    """The trainable set is exactly the contract's trainable slots, at their initial values."""
+    _no_state_for_functions(ctx)
+    adapter, contract = ctx.adapter, ctx.contract
+    layer = ctx.new_layer()
+    trainable = adapter.trainable(layer)
+    untracked = adapter.untracked(layer)
+    mapping = ctx.slot_map(layer)
+    init = inputs_mod.initial_state(contract)
+    problems = []
+
+    for slot, spec in contract.trainable.items():
+        shape = contract.shape(spec["shape"])
+        name = mapping.get(slot)
+        if name is None or name not in trainable:
+            loose = _untracked_for(untracked, slot, shape)
+            if loose:
+                problems.append(f"trainable slot {slot!r} is held as an untracked attribute "
+                                f"{', '.join(map(repr, loose))} ({untracked[loose[0]]}): the framework does not "
+                                f"see it, so no optimizer updates it; {adapter.hints['register_trainable']}")
+            elif name is not None:
+                problems.append(f"trainable slot {slot!r} is registered as non-trainable state ({name!r}); "
+                                f"{adapter.hints['register_trainable']}")
+            else:
+                problems.append(f"trainable slot {slot!r} (shape {list(shape)}) is missing from the trainable set "
+                                f"{sorted(trainable) or '(empty)'}")
+            continue
+        value = trainable[name]
+        problems += _shape_dtype_problems(ctx, slot, spec, value)
+        if not problems:
+            got = adapter.numpy(value)
+            if not np.array_equal(got, init[slot]):
+                problems.append(f"trainable slot {slot!r} starts at {np.array2string(got, threshold=6)}, "
+                                f"expected {contract.trainable[slot]['init']!r}")
+        if all(id(value) != id(v) for v in adapter.optimizer_view(layer)):
+            problems.append(f"trainable slot {slot!r} is not in the optimizer's view of the layer")
+
+    matched = {mapping[s] for s in contract.trainable if s in mapping}
+    for name in sorted(set(trainable) - matched):
+        nt_slot = next((s for s in contract.non_trainable if mapping.get(s) == name), None)
+        if nt_slot:
+            problems.append(f"non-trainable slot {nt_slot!r} is registered as trainable ({name!r}): "
+                            f"an optimizer would update it; {adapter.hints['register_buffer']}")
+        else:
+            problems.append(f"unexpected trainable state {name!r} (shape {list(trainable[name].shape)}) "
+                            f"that the contract does not declare")
+    for path, what in untracked.items():
+        if not any(path in p for p in problems):
+            problems.append(f"untracked tensor attribute {path!r} ({what}): invisible to the framework's "
+                            f"parameter, device and serialization machinery")
+    if problems:
+        raise CheckFailed("; ".join(problems))
+
+
+def check_buffers(ctx):
+    """Non-trainable slots are in the layer's saved state, never trainable, and get no gradient."""
+    _no_state_for_functions(ctx)
+    adapter, contract = ctx.adapter, ctx.contract
+    if not contract.non_trainable:
+        raise CheckSkipped("the contract declares no non-trainable state")
+    layer = ctx.new_layer()
+    trainable, non_trainable = adapter.trainable(layer), adapter.non_trainable(layer)
+    untracked = adapter.untracked(layer)
+    mapping = ctx.slot_map(layer)
+    saved = adapter.serialized_state(layer)
+    init = inputs_mod.initial_state(contract)
+    problems = []
+    present = []
+    for slot, spec in contract.non_trainable.items():
+        shape = contract.shape(spec["shape"])
+        name = mapping.get(slot)
+        if name in trainable:
+            problems.append(f"non-trainable slot {slot!r} is registered as trainable ({name!r}): an optimizer "
+                            f"would update it; {adapter.hints['register_buffer']}")
+            continue
+        if name not in non_trainable:
+            loose = _untracked_for(untracked, slot, shape)
+            where = (f"held as a plain attribute {', '.join(map(repr, loose))} ({untracked[loose[0]]})"
+                     if loose else "missing from the layer's state")
+            problems.append(f"non-trainable slot {slot!r} is {where}: device moves and serialization skip it; "
+                            f"{adapter.hints['register_buffer']}")
+            continue
+        present.append((slot, name))
+        problems += _shape_dtype_problems(ctx, slot, spec, non_trainable[name])
+        if name not in saved:
+            problems.append(f"non-trainable slot {slot!r} ({name!r}) is not in the saved state: "
+                            f"{adapter.hints['not_persistent']}")
+        elif not np.array_equal(np.asarray(saved[name]).astype(spec["dtype"]), init[slot]):
+            problems.append(f"non-trainable slot {slot!r} does not hold its initial value")
+    if present and not ctx.is_function:
+        # no gradient may reach non-trainable state
+        inputs = ctx.first_inputs()
+        out = ctx.run(layer, inputs)
+        ct = np.ones(ctx.output_numpy(out).shape)
+        _, _, state_grads = adapter.vjp(layer, layer, inputs, [i for i, a in enumerate(inputs)
+                                                               if np.issubdtype(a.dtype, np.floating)], ct)
+        for slot, name in present:
+            if state_grads.get(name) is not None:
+                problems.append(f"a gradient reached non-trainable slot {slot!r} ({name!r})")
+    if problems:
+        raise CheckFailed("; ".join(problems))

@@ -1,0 +1,62 @@
+"""Numeric comparison with assert_close-style diagnostics."""
+from __future__ import annotations
+
+import numpy as np
+
+# torch.testing.assert_close's defaults (rtol, atol); integers and bool compare exactly.
+DEFAULT_TOLERANCES = {
+    "float16": (1e-3, 1e-5),
+    "bfloat16": (1.6e-2, 1e-5),
+    "float32": (1.3e-6, 1e-5),
+    "float64": (1e-7, 1e-7),
+    "complex64": (1.3e-6, 1e-5),
+    "complex128": (1e-7, 1e-7),
+}
+
+
+def tolerance(contract, check: str, dtype: str) -> tuple[float, float]:
+    tol = (contract.data.get("tolerances") or {}) if contract is not None else {}
+    for table in ((tol.get("checks") or {}).get(check) or {}, tol.get("default") or {}):
+        if dtype in table:
+            return float(table[dtype]["rtol"]), float(table[dtype]["atol"])
+    return DEFAULT_TOLERANCES.get(dtype, (0.0, 0.0))
+
+
+def describe_mismatch(actual, expected, rtol, atol, what="values") -> str | None:
+    """None when close; else a message with count, largest error, where, and the tolerance."""
+    actual = np.asarray(actual)
+    expected = np.asarray(expected)
+    if actual.shape != expected.shape:
+        return f"{what}: shape {list(actual.shape)}, expected {list(expected.shape)}"
+    a = actual.astype(np.complex128 if np.iscomplexobj(actual) or np.iscomplexobj(expected) else np.float64)
+    e = expected.astype(a.dtype)
+    nonfinite = ~np.isfinite(a) & np.isfinite(e)
+    if nonfinite.any():
+        n_nan = int(np.isnan(a[nonfinite]).sum())
+        first = tuple(int(i) for i in np.argwhere(nonfinite)[0])
+        return (f"{what}: {int(nonfinite.sum())} / {a.size} elements are not finite where the reference is "
+                f"({n_nan} NaN, {int(nonfinite.sum()) - n_nan} Inf), first at index {first}")
+    same_special = (a == e) | (np.isnan(a) & np.isnan(e))
+    with np.errstate(invalid="ignore"):
+        err = np.where(same_special, 0.0, np.abs(a - e))
+    bound = atol + rtol * np.abs(e)
+    bad = ~(err <= np.where(np.isfinite(bound), bound, np.inf))
+    if not bad.any():
+        return None
+    err_bad = np.where(bad, err, -1.0)
+    idx = np.unravel_index(int(np.argmax(np.nan_to_num(err_bad, nan=np.inf))), a.shape)
+    idx_t = tuple(int(i) for i in idx)
+    rel = err[idx] / abs(e[idx]) if e[idx] != 0 else float("inf")
+    return (f"{what}: mismatched elements {int(bad.sum())} / {a.size}; greatest absolute difference "
+            f"{float(err[idx]):.3g} at index {idx_t} (got {a[idx]:.7g}, expected {e[idx]:.7g}, "
+            f"relative {float(rel):.3g}); allowed rtol={rtol:g}, atol={atol:g}")
+
+
+def max_abs_error(actual, expected) -> float:
+    a, e = np.asarray(actual, dtype=np.complex128), np.asarray(expected, dtype=np.complex128)
+    if a.shape != e.shape or a.size == 0:
+        return float("nan") if a.shape != e.shape else 0.0
+    with np.errstate(invalid="ignore"):
+        d = np.abs(a - e)
+    d = np.where(a == e, 0.0, d)
+    return float(np.nanmax(d)) if np.isfinite(d).any() or True else float("inf")

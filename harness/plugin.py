@@ -1,0 +1,311 @@
+"""The pytest plugin: options, contract files as collectors, one item per check, results.
+
+Node ids read like the domain and are identical on every xdist worker:
+``specs/rmsnorm.yaml::rmsnorm[torch-cpu]::serialization``.
+"""
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from . import __version__
+from .contract import ContractError, load_contract
+
+_DIST_NAMES = {"torch": ["torch"], "tensorflow": ["tensorflow", "tensorflow-cpu", "keras"],
+               "jax": ["jax", "jaxlib", "flax"], "mxnet": ["mxnet"]}
+
+EXIT_CONTRACT_ERROR = 3  # pytest's own: 0 ok, 1 failures, 2 interrupted, 4 usage error, 5 nothing collected
+
+
+def pytest_addoption(parser):
+    g = parser.getgroup("conformance", "layer conformance")
+    g.addoption("--contract", action="append", default=[], metavar="NAME|PATH",
+                help="contract to check (a bundled name or a YAML path); repeatable")
+    g.addoption("--impl", metavar="MODULE:ATTR", help="the class, factory or function under test")
+    g.addoption("--framework", action="append", default=[], metavar="NAME",
+                help="torch|tensorflow|jax|mxnet (detected from --impl when omitted); repeatable")
+    g.addoption("--device", choices=["cpu", "cuda", "all"], default=None,
+                help="devices the checks run on (default cpu; the devices check also uses virtual devices)")
+    g.addoption("--state-map", action="append", default=[], metavar="SLOT=NAME",
+                help="map a contract state slot onto the layer's own name, e.g. gain=weight")
+    g.addoption("--bindings", metavar="FILE", help="YAML list of {contract, impl[, framework, state_map]}")
+    g.addoption("--conformance-json", metavar="PATH", help="write the results file here")
+    g.addoption("--seed", type=int, default=None, help="seed for every drawn input (default 0)")
+    g.addoption("--check", action="append", default=[], metavar="ID", help="run only these check ids")
+    for name, kind, help_ in [
+        ("conformance_contract", "linelist", "default --contract values"),
+        ("conformance_impl", "string", "default --impl"),
+        ("conformance_framework", "linelist", "default --framework values"),
+        ("conformance_device", "string", "default --device"),
+        ("conformance_state_map", "linelist", "default --state-map values"),
+        ("conformance_bindings", "string", "default --bindings"),
+        ("conformance_json", "string", "default --conformance-json"),
+        ("conformance_seed", "string", "default --seed"),
+        ("conformance_default_run", "bool", "run the bundled matrix when pytest gets no file arguments"),
+    ]:
+        parser.addini(name, help_, type=kind, default=None if kind != "bool" else False)
+
+
+def _opt(config, name, ini):
+    value = config.getoption(name)
+    if value in (None, [], ""):
+        value = config.getini(ini)
+    return value
+
+
+class ConformanceRun:
+    """Per-process state of the plugin (one per pytest config)."""
+
+    def __init__(self, config):
+        from . import targets as targets_mod
+        from .checks import CHECKS
+
+        self.config = config
+        contracts = list(_opt(config, "contract", "conformance_contract") or [])
+        impl = _opt(config, "impl", "conformance_impl") or None
+        bindings = _opt(config, "bindings", "conformance_bindings") or None
+        frameworks = list(_opt(config, "framework", "conformance_framework") or [])
+        device = _opt(config, "device", "conformance_device") or "cpu"
+        seed = _opt(config, "seed", "conformance_seed")
+        self.json_path = _opt(config, "conformance_json", "conformance_json") or None
+        self.seed = int(seed) if seed not in (None, "") else 0
+        self.devices = {"cpu": ["cpu"], "cuda": ["cuda"], "all": ["cpu", "cuda"]}[device]
+        self.checks = list(config.getoption("check") or CHECKS)
+        unknown = [c for c in self.checks if c not in CHECKS]
+        if unknown:
+            raise pytest.UsageError(f"--check {', '.join(unknown)}: known checks are {', '.join(CHECKS)}")
+        explicit = bool(contracts or impl or bindings or frameworks or self.json_path
+                        or config.getoption("check") or config.getoption("device"))
+        files_given = config.args_source == pytest.Config.ArgsSource.ARGS
+        self.active = bool(impl or bindings) or (not files_given and (explicit or config.getini("conformance_default_run")))
+        self.targets = []
+        self.results: list[dict] = []
+        if not self.active:
+            return
+        try:
+            state_map = targets_mod.parse_state_map(_opt(config, "state_map", "conformance_state_map"))
+            self.targets = targets_mod.plan(contracts, impl, bindings, frameworks, state_map)
+        except targets_mod.UsageError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        except ContractError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        self.paths = sorted({str(Path(t.contract_path).resolve()) for t in self.targets})
+        # conformance items only: the contract files are the collection arguments
+        config.args[:] = self.paths
+
+    def frameworks(self) -> dict:
+        out = {}
+        for fw in sorted({t.framework for t in self.targets}):
+            for dist in _DIST_NAMES[fw]:
+                try:
+                    out[dist] = importlib.metadata.version(dist)
+                except importlib.metadata.PackageNotFoundError:
+                    pass
+        return out
+
+
+_RUN_KEY = pytest.StashKey[ConformanceRun]()
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "conformance: a layer conformance check")
+    run = ConformanceRun(config)
+    config.stash[_RUN_KEY] = run
+    # one framework's checks on one xdist worker, so a worker imports each framework once
+    if run.active and getattr(config.option, "dist", "no") == "load":
+        config.option.dist = "loadgroup"
+
+
+def pytest_report_header(config):
+    run = config.stash.get(_RUN_KEY, None)
+    if not run or not run.active:
+        return None
+    lines = [f"layer conformance {__version__}: seed {run.seed}, devices {','.join(run.devices)}, "
+             f"{len(run.targets)} target(s)"]
+    for t in run.targets:
+        lines.append(f"  {Path(t.contract_path).name}: {t.impl or '(not applicable)'} [{t.framework}]")
+    versions = run.frameworks()
+    if versions:
+        lines.append("  frameworks: " + ", ".join(f"{k} {v}" for k, v in versions.items()))
+    return lines
+
+
+def pytest_collect_file(file_path, parent):
+    run = parent.config.stash.get(_RUN_KEY, None)
+    if run and run.active and str(file_path.resolve()) in run.paths:
+        return ContractFile.from_parent(parent, path=file_path)
+    return None
+
+
+class ContractFile(pytest.File):
+    def collect(self):
+        run = self.config.stash[_RUN_KEY]
+        contract = load_contract(self.path)
+        mine = [t for t in run.targets if str(Path(t.contract_path).resolve()) == str(self.path.resolve())]
+        labels = [t.impl_label for t in mine]
+        for t in mine:
+            impl = t.impl_label
+            if labels.count(impl) > 1:
+                impl = t.impl.replace(":", ".")
+            for device in run.devices:
+                parts = ([] if t.bundled else [impl]) + [t.framework, device]
+                name = f"{contract.name}[{'-'.join(parts)}]"
+                yield TargetNode.from_parent(self, name=name, target=t, contract=contract, device=device,
+                                             impl_label=impl)
+
+    def repr_failure(self, excinfo):
+        if isinstance(excinfo.value, ContractError):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo)
+
+
+class TargetNode(pytest.Collector):
+    def __init__(self, *, target, contract, device, impl_label, **kw):
+        super().__init__(**kw)
+        self.target, self.contract, self.device, self.impl_label = target, contract, device, impl_label
+        self._ctx = None
+
+    def collect(self):
+        run = self.config.stash[_RUN_KEY]
+        for check in run.checks:
+            item = ConformanceItem.from_parent(self, name=check, check=check)
+            item.add_marker(pytest.mark.xdist_group(self.target.framework))
+            item.add_marker(pytest.mark.conformance)
+            yield item
+
+    def context(self):
+        """Resolve the implementation and adapter once per process, on first use."""
+        if self._ctx is None:
+            from .adapters import get_adapter
+            from .checks import CheckContext
+            from .targets import resolve_impl
+            run = self.config.stash[_RUN_KEY]
+            adapter = get_adapter(self.target.framework)
+            impl = resolve_impl(self.target.impl)
+            self._ctx = CheckContext(contract=self.contract, adapter=adapter, impl=impl,
+                                     impl_name=self.target.impl, device=self.device, seed=run.seed,
+                                     state_map=self.target.state_map)
+        return self._ctx
+
+
+class ConformanceItem(pytest.Item):
+    def __init__(self, *, check, **kw):
+        super().__init__(**kw)
+        self.check = check
+        self.record = None
+
+    def _record(self, outcome, message="", **extra):
+        t = self.parent.target
+        self.record = {
+            "contract": self.parent.contract.name,
+            "impl": t.impl or "(not applicable)",
+            "framework": t.framework,
+            "device": self.parent.device,
+            "check": self.check,
+            "outcome": outcome,
+            "message": message,
+            "nodeid": self.nodeid,
+            **extra,
+        }
+
+    def runtest(self):
+        from .checks import CHECKS, CheckFailed, CheckSkipped, unexpected_error
+        contract, target = self.parent.contract, self.parent.target
+        started = time.perf_counter()
+        reason = contract.not_applicable(target.framework) if target.bundled or not target.impl else None
+        if not target.impl or reason:
+            self._record("skipped", f"not applicable in {target.framework}: {reason}", not_applicable=True)
+            pytest.skip(self.record["message"])
+        reason = contract.skip_reason(self.check)
+        if reason:
+            self._record("skipped", reason)
+            pytest.skip(reason)
+        try:
+            ctx = self.parent.context()
+            if self.parent.device != "cpu" and self.parent.device not in ctx.adapter.devices():
+                self._record("skipped", f"{self.parent.device} unavailable for {target.framework} here",
+                             unavailable=True)
+                pytest.skip(self.record["message"])
+            details = CHECKS[self.check](ctx) or {}
+        except CheckSkipped as exc:
+            self._record("skipped", exc.reason, not_applicable=exc.not_applicable)
+            pytest.skip(exc.reason)
+        except CheckFailed as exc:
+            self._record("failed", exc.message, details=_jsonable(exc.details),
+                         duration=time.perf_counter() - started)
+            raise
+        except pytest.skip.Exception:
+            raise
+        except Exception as exc:
+            self._record("failed", unexpected_error(exc), duration=time.perf_counter() - started)
+            raise CheckFailed(self.record["message"]) from exc
+        self._record("passed", "", details=_jsonable(details), duration=time.perf_counter() - started)
+
+    def repr_failure(self, excinfo, style=None):
+        msg = getattr(excinfo.value, "message", None) or str(excinfo.value)
+        return f"{self.parent.name}::{self.check} failed: {msg}"
+
+    def reportinfo(self):
+        return self.path, None, f"{self.parent.name}::{self.check}"
+
+
+def _jsonable(d):
+    return json.loads(json.dumps(d, default=lambda o: o.item() if hasattr(o, "item") else str(o)))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if isinstance(item, ConformanceItem) and item.record is not None and call.when == "call":
+        report.conformance = item.record
+    return report
+
+
+def pytest_runtest_logreport(report):
+    record = getattr(report, "conformance", None)
+    if record is None:
+        return
+    run = _current_run
+    if run is not None:
+        run.results.append(record)
+
+
+_current_run = None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session):
+    global _current_run
+    _current_run = session.config.stash.get(_RUN_KEY, None)
+
+
+def _is_worker(config):
+    return hasattr(config, "workerinput")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    run = session.config.stash.get(_RUN_KEY, None)
+    if not run or not run.active or _is_worker(session.config) or not run.json_path:
+        return
+    from . import results
+    devices = {}
+    for r in run.results:
+        devices.setdefault(r["framework"], set()).add(r["device"])
+    env = results.environment(run.frameworks(), {k: sorted(v) for k, v in devices.items()}, run.seed)
+    results.write(run.json_path, run.results, env)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    run = config.stash.get(_RUN_KEY, None)
+    if not run or not run.active or not run.results:
+        return
+    from . import results
+    terminalreporter.section("layer conformance")
+    terminalreporter.write_line(results.summary_table(run.results))
+    if run.json_path:
+        terminalreporter.write_line(f"results: {os.path.abspath(run.json_path)}")

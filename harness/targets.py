@@ -1,0 +1,139 @@
+"""What a run checks: (contract, implementation, framework, device) targets.
+
+Built from --impl / --bindings, or, with neither, from the bundled matrix: every bundled
+contract against the bundled implementation (``reference_impls/<framework>/<contract>.py``,
+attribute ``IMPL``) of every installed framework. Nothing here imports a framework unless
+the user's own module does.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from . import adapters
+from .contract import ContractError, bundled_contracts, find_contract, load_contract
+
+
+class UsageError(Exception):
+    """A command-line or bindings problem: one clear sentence, no traceback."""
+
+
+@dataclass
+class Target:
+    contract_path: str
+    impl: str                  # "module:attr"
+    framework: str
+    bundled: bool = False
+    state_map: dict = field(default_factory=dict)
+
+    @property
+    def impl_label(self) -> str:
+        return "reference" if self.bundled else self.impl.rpartition(":")[2]
+
+    def resolve(self):
+        return resolve_impl(self.impl)
+
+
+def resolve_impl(spec: str):
+    """Import ``module:attr`` (``attr`` may be dotted) from the current directory or PYTHONPATH."""
+    if ":" not in spec:
+        raise UsageError(f"--impl {spec!r}: expected MODULE:ATTR, e.g. mypkg.layers:RMSNorm")
+    mod_name, attr = spec.split(":", 1)
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        obj = importlib.import_module(mod_name)
+    except ModuleNotFoundError as exc:
+        raise UsageError(f"--impl {spec!r}: cannot import module {mod_name!r}: {exc}") from None
+    except Exception as exc:
+        raise UsageError(f"--impl {spec!r}: importing {mod_name!r} raised {type(exc).__name__}: {exc}") from None
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise UsageError(f"--impl {spec!r}: module {mod_name!r} has no attribute {attr!r}") from None
+    return obj
+
+
+def parse_state_map(items) -> dict:
+    out = {}
+    for item in items or []:
+        for pair in str(item).replace(",", " ").split():
+            if "=" not in pair:
+                raise UsageError(f"--state-map {pair!r}: expected SLOT=NAME, e.g. gain=weight")
+            slot, name = pair.split("=", 1)
+            out[slot.strip()] = name.strip()
+    return out
+
+
+def bundled_impl(framework: str, contract: str) -> str | None:
+    mod = f"reference_impls.{framework}.{contract}"
+    try:
+        found = importlib.util.find_spec(mod) is not None
+    except ImportError:
+        found = False
+    return f"{mod}:IMPL" if found else None
+
+
+def _framework_for(impl_spec: str, requested: list[str]) -> str:
+    obj = resolve_impl(impl_spec)
+    found = adapters.detect(obj)
+    if requested:
+        if len(requested) > 1:
+            raise UsageError("--framework takes one framework when --impl is given")
+        return requested[0]
+    if found is None:
+        raise UsageError(f"--impl {impl_spec!r}: cannot tell which framework {obj!r} belongs to; "
+                         f"pass --framework {'|'.join(adapters.FRAMEWORKS)}")
+    return found
+
+
+def plan(contracts: list[str], impl: str | None, bindings: str | None, frameworks: list[str],
+         state_map: dict) -> list[Target]:
+    for fw in frameworks:
+        if fw not in adapters.FRAMEWORKS:
+            raise UsageError(f"--framework {fw!r}: known frameworks are {', '.join(adapters.FRAMEWORKS)}")
+    targets: list[Target] = []
+    if bindings:
+        path = Path(bindings)
+        try:
+            entries = yaml.safe_load(path.read_text())
+        except (OSError, yaml.YAMLError) as exc:
+            raise UsageError(f"--bindings {bindings}: {exc}") from None
+        entries = (entries or {}).get("bindings", entries) if isinstance(entries, dict) else entries
+        if not isinstance(entries, list):
+            raise UsageError(f"--bindings {bindings}: expected a list of {{contract, impl}} entries")
+        for i, e in enumerate(entries):
+            if not isinstance(e, dict) or "contract" not in e or "impl" not in e:
+                raise UsageError(f"--bindings {bindings}: entry {i} needs 'contract' and 'impl'")
+            fw = e.get("framework") or _framework_for(e["impl"], frameworks)
+            targets.append(Target(str(find_contract(e["contract"])), e["impl"], fw,
+                                  state_map={**state_map, **parse_state_map(e.get("state_map", []))}))
+        return targets
+    if impl:
+        if len(contracts) != 1:
+            raise UsageError("--impl needs exactly one --contract (use --bindings for several)")
+        fw = _framework_for(impl, frameworks)
+        return [Target(str(find_contract(contracts[0])), impl, fw, state_map=state_map)]
+    # the embedded default: bundled matrix
+    chosen = [find_contract(c) for c in contracts] if contracts else list(bundled_contracts().values())
+    for fw in frameworks or list(adapters.FRAMEWORKS):
+        if not adapters.installed(fw):
+            continue
+        for path in chosen:
+            spec = bundled_impl(fw, Path(path).stem)
+            if spec is None:
+                try:
+                    if load_contract(path).not_applicable(fw):
+                        targets.append(Target(str(path), "", fw, bundled=True))
+                except ContractError:
+                    targets.append(Target(str(path), "", fw, bundled=True))
+                continue
+            targets.append(Target(str(path), spec, fw, bundled=True, state_map=state_map))
+    return targets

@@ -1,0 +1,1 @@
+"""Correct PyTorch implementations of the bundled contracts: ``<contract>.py`` defines ``IMPL``."""
