@@ -6,9 +6,7 @@ Node ids read like the domain and are identical on every xdist worker:
 from __future__ import annotations
 
 import importlib.metadata
-import json
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -214,37 +212,24 @@ class ConformanceItem(pytest.Item):
         }
 
     def runtest(self):
-        from .checks import CHECKS, CheckFailed, CheckSkipped, unexpected_error
+        from .checks import CheckFailed, unexpected_error
+        from .runner import run_check
         contract, target = self.parent.contract, self.parent.target
-        started = time.perf_counter()
         reason = contract.not_applicable(target.framework) if target.bundled or not target.impl else None
         if not target.impl or reason:
             self._record("skipped", f"not applicable in {target.framework}: {reason}", not_applicable=True)
             pytest.skip(self.record["message"])
-        reason = contract.skip_reason(self.check)
-        if reason:
-            self._record("skipped", reason)
-            pytest.skip(reason)
         try:
             ctx = self.parent.context()
-            if self.parent.device != "cpu" and self.parent.device not in ctx.adapter.devices():
-                self._record("skipped", f"{self.parent.device} unavailable for {target.framework} here",
-                             unavailable=True)
-                pytest.skip(self.record["message"])
-            details = CHECKS[self.check](ctx) or {}
-        except CheckSkipped as exc:
-            self._record("skipped", exc.reason, not_applicable=exc.not_applicable)
-            pytest.skip(exc.reason)
-        except CheckFailed as exc:
-            self._record("failed", exc.message, details=_jsonable(exc.details),
-                         duration=time.perf_counter() - started)
-            raise
-        except pytest.skip.Exception:
-            raise
         except Exception as exc:
-            self._record("failed", unexpected_error(exc), duration=time.perf_counter() - started)
+            self._record("error", f"cannot load {target.impl}: {unexpected_error(exc)}")
             raise CheckFailed(self.record["message"]) from exc
-        self._record("passed", "", details=_jsonable(details), duration=time.perf_counter() - started)
+        rec = run_check(ctx, self.check)
+        self._record(rec.pop("outcome"), rec.pop("message"), **{k: v for k, v in rec.items() if k != "check"})
+        if self.record["outcome"] == "skipped":
+            pytest.skip(self.record["message"])
+        if self.record["outcome"] != "passed":
+            raise CheckFailed(self.record["message"])
 
     def repr_failure(self, excinfo, style=None):
         msg = getattr(excinfo.value, "message", None) or str(excinfo.value)
@@ -252,10 +237,6 @@ class ConformanceItem(pytest.Item):
 
     def reportinfo(self):
         return self.path, None, f"{self.parent.name}::{self.check}"
-
-
-def _jsonable(d):
-    return json.loads(json.dumps(d, default=lambda o: o.item() if hasattr(o, "item") else str(o)))
 
 
 @pytest.hookimpl(wrapper=True)

@@ -62,14 +62,14 @@ class CheckContext:
         return self.case_inputs(self.contract.cases[0])
 
     # -- building ----------------------------------------------------------------------
-    def new_layer(self, state: dict | None = None):
+    def new_layer(self, state: dict | None = None, strict: bool = True):
         """A fresh, built layer (None for a function contract), optionally with slot values set."""
         if self.is_function:
             return None
         layer = construct(self.impl, self.contract.constructor)
         layer = self.adapter.build(layer, self.first_inputs())
         if state:
-            mapping = self.slot_map(layer, strict=True)
+            mapping = self.slot_map(layer, strict=strict)
             for slot, value in state.items():
                 if slot in mapping:
                     self.adapter.assign(layer, mapping[slot], value)

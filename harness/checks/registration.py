@@ -82,10 +82,11 @@ def check_devices(ctx):
     if not targets:
         raise CheckSkipped(f"{adapter.name} offers no second device here")
     inputs = ctx.first_inputs()
-    reference = ctx.output_numpy(ctx.run(ctx.new_layer(inputs_mod.test_state(contract)), inputs))
+    state = inputs_mod.test_state(contract)
+    reference = ctx.output_numpy(ctx.run(ctx.new_layer(state, strict=False), inputs))
     problems, visited = [], []
     for device in targets:
-        layer = ctx.new_layer(inputs_mod.test_state(contract))
+        layer = ctx.new_layer(state, strict=False)
         try:
             moved = adapter.move(layer, device) if layer is not None else None
         except Exception as exc:

@@ -1,0 +1,129 @@
+"""Broken PyTorch layers, one per known mistake. Each is caught in tests/test_mutants.py."""
+import torch
+from torch import nn
+
+from tests.mutants.catalogue import Mutant
+
+
+class GainPlainTensor(nn.Module):
+    """The gain as a plain tensor attribute: invisible to parameters(), .to() and state_dict."""
+    def __init__(self, d, eps=1e-6):
+        super().__init__()
+        self.gain = torch.ones(d)
+        self.eps = eps
+
+    def forward(self, X):
+        return self.gain * X * X.pow(2).mean(-1, keepdim=True).add(self.eps).rsqrt()
+
+
+class GainInList(nn.Module):
+    """The gain inside a plain Python list: also invisible (pytorch#715)."""
+    def __init__(self, d, eps=1e-6):
+        super().__init__()
+        self.weights = [nn.Parameter(torch.ones(d))]
+        self.eps = eps
+
+    def forward(self, X):
+        return self.weights[0] * X * X.pow(2).mean(-1, keepdim=True).add(self.eps).rsqrt()
+
+
+class EpsOutsideSqrt(nn.Module):
+    """x / (sqrt(mean x^2) + eps): right for large rows, wrong where mean square ~ eps."""
+    def __init__(self, d, eps=1e-6):
+        super().__init__()
+        self.gain = nn.Parameter(torch.ones(d))
+        self.eps = eps
+
+    def forward(self, X):
+        return self.gain * X / (X.pow(2).mean(-1, keepdim=True).sqrt() + self.eps)
+
+
+class WrongAxis(nn.Module):
+    """Normalizes over the batch axis instead of the feature axis."""
+    def __init__(self, d, eps=1e-6):
+        super().__init__()
+        self.gain = nn.Parameter(torch.ones(d))
+        self.eps = eps
+
+    def forward(self, X):
+        return self.gain * X * X.pow(2).mean(0, keepdim=True).add(self.eps).rsqrt()
+
+
+def _triu(max_len):
+    return torch.triu(torch.ones(max_len, max_len, dtype=torch.bool), 1)
+
+
+class MaskAsParameter(nn.Module):
+    """The mask as a Parameter: an optimizer would be handed it."""
+    def __init__(self, max_len):
+        super().__init__()
+        self.mask = nn.Parameter(_triu(max_len), requires_grad=False)
+
+    def forward(self, scores):
+        T = scores.shape[-1]
+        return scores.masked_fill(self.mask[:T, :T], float("-inf"))
+
+
+class MaskPlainAttribute(nn.Module):
+    """The mask as a plain attribute: .to() skips it and state_dict omits it."""
+    def __init__(self, max_len):
+        super().__init__()
+        self.mask = _triu(max_len)
+
+    def forward(self, scores):
+        T = scores.shape[-1]
+        return scores.masked_fill(self.mask[:T, :T], float("-inf"))
+
+
+class MaskNotPersistent(nn.Module):
+    """register_buffer(..., persistent=False): moves, but is missing from state_dict (pytorch#105233)."""
+    def __init__(self, max_len):
+        super().__init__()
+        self.register_buffer("mask", _triu(max_len), persistent=False)
+
+    def forward(self, scores):
+        T = scores.shape[-1]
+        return scores.masked_fill(self.mask[:T, :T], float("-inf"))
+
+
+class _RoundSTE(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, X):
+        return X.round()
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+def ste_forward_called_directly(w):
+    """Calls Function.forward instead of apply: no autograd node, so backward never runs."""
+    return _RoundSTE.forward(None, w)
+
+
+class STEDoubled(torch.autograd.Function):
+    """A wrong surrogate: the gradient doubled."""
+    @staticmethod
+    def forward(ctx, X):
+        return X.round()
+
+    @staticmethod
+    def backward(ctx, g):
+        return 2 * g
+
+
+M = "tests.mutants.torch_mutants"
+MUTANTS = [
+    Mutant("torch", "rmsnorm", f"{M}:GainPlainTensor", "parameters", "untracked attribute 'gain'"),
+    Mutant("torch", "rmsnorm", f"{M}:GainInList", "parameters", "untracked attribute 'weights[0]'"),
+    Mutant("torch", "rmsnorm", f"{M}:EpsOutsideSqrt", "values", "case 'edge_rows'"),
+    Mutant("torch", "rmsnorm", f"{M}:WrongAxis", "values", "case 'random': mismatched elements"),
+    Mutant("torch", "causal_mask", f"{M}:MaskAsParameter", "buffers", "is registered as trainable"),
+    Mutant("torch", "causal_mask", f"{M}:MaskPlainAttribute", "buffers", "held as a plain attribute 'mask'"),
+    Mutant("torch", "causal_mask", f"{M}:MaskNotPersistent", "buffers", "not in the saved state"),
+    Mutant("torch", "causal_mask", f"{M}:MaskNotPersistent", "serialization", "'mask' is missing from the saved state"),
+    Mutant("torch", "round_ste", f"{M}:ste_forward_called_directly", "gradients", "backward rule never ran"),
+    Mutant("torch", "round_ste", f"{M}:STEDoubled", "gradients", "2x the expected"),
+    Mutant("torch", "rmsnorm", f"{M}:GainPlainTensor", "devices", "untracked attribute 'gain'"),
+    Mutant("torch", "causal_mask", f"{M}:MaskPlainAttribute", "devices", "Tensor on device cpu is not on the expected device meta"),
+]
