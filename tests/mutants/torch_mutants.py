@@ -125,5 +125,5 @@ MUTANTS = [
     Mutant("torch", "round_ste", f"{M}:ste_forward_called_directly", "gradients", "backward rule never ran"),
     Mutant("torch", "round_ste", f"{M}:STEDoubled", "gradients", "2x the expected"),
     Mutant("torch", "rmsnorm", f"{M}:GainPlainTensor", "devices", "untracked attribute 'gain'"),
-    Mutant("torch", "causal_mask", f"{M}:MaskPlainAttribute", "devices", "Tensor on device cpu is not on the expected device meta"),
+    Mutant("torch", "causal_mask", f"{M}:MaskPlainAttribute", "devices", "untracked attribute 'mask' (tensor [8, 8]) was not moved"),
 ]
