@@ -20,7 +20,7 @@ def run_check(ctx: CheckContext, check: str) -> dict:
     started = time.perf_counter()
     rec: dict = {"check": check}
     try:
-        if ctx.device != ctx.adapter.cpu_device and ctx.device not in ctx.adapter.devices():
+        if ctx.device != "cpu" and ctx.device not in ctx.adapter.devices():
             rec.update(outcome="skipped", message=f"{ctx.device} unavailable for {ctx.adapter.name} here",
                        unavailable=True)
             return rec

@@ -9,15 +9,16 @@ from harness import adapters
 from harness.contract import bundled_contracts, load_contract
 from harness.runner import check_all, run_check, context_for
 from harness.targets import bundled_impl, resolve_impl
-from tests.mutants.catalogue import MODULES
+from tests.mutants.catalogue import modules
 
 
 def _catalogue():
     out = []
-    for fw, mod in MODULES.items():
-        if not adapters.installed(fw) or importlib.util.find_spec(mod) is None:
+    for fw in adapters.FRAMEWORKS:
+        if not adapters.installed(fw):
             continue
-        out += importlib.import_module(mod).MUTANTS
+        for mod in modules(fw):
+            out += importlib.import_module(mod).MUTANTS
     return out
 
 

@@ -22,7 +22,9 @@ def get_adapter(name: str):
         raise KeyError(f"unknown framework {name!r}; known: {', '.join(FRAMEWORKS)}")
     if name not in _cache:
         mod = importlib.import_module(f"harness.adapters.{name}")
-        _cache[name] = mod.FrameworkAdapter()
+        adapter = mod.FrameworkAdapter()
+        adapter.configure_early()
+        _cache[name] = adapter
     return _cache[name]
 
 

@@ -105,8 +105,12 @@ class Adapter:
         """The layer inside the framework's Sequential, between two built-in dense layers."""
         raise NotImplementedError
 
-    def move(self, layer, device: str):
-        """Move with the framework's normal call; return the moved layer."""
+    def move(self, layer, device: str, rebuild=None):
+        """Move with the framework's normal call; return the moved layer.
+
+        ``rebuild()`` constructs and builds a fresh layer with the same state values, for
+        frameworks that settle placement at creation (Keras: build it under ``tf.device``).
+        """
         raise NotImplementedError
 
     # -- gradients -------------------------------------------------------------------------

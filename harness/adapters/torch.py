@@ -18,6 +18,12 @@ _MODULE_INTERNALS = frozenset(vars(torch.nn.Module()))
 class FrameworkAdapter(Adapter):
     name = "torch"
     module = "torch"
+    hints = {
+        "register_trainable": "wrap it in nn.Parameter (a plain tensor or a Python list hides it)",
+        "register_buffer": "use self.register_buffer(name, tensor)",
+        "not_persistent": "a buffer registered with persistent=False is left out of state_dict",
+        "single_use": "",
+    }
 
     def owns(self, obj) -> bool:
         if inspect.isclass(obj):
@@ -119,7 +125,7 @@ class FrameworkAdapter(Adapter):
                 p.copy_(torch.randn(p.shape, generator=gen) * 0.3)
         return torch.nn.Sequential(first, layer, last)
 
-    def move(self, layer, device):
+    def move(self, layer, device, rebuild=None):
         return layer.to(device)
 
     # -- gradients ---------------------------------------------------------------------------

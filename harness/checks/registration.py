@@ -88,7 +88,8 @@ def check_devices(ctx):
     for device in targets:
         layer = ctx.new_layer(state, strict=False)
         try:
-            moved = adapter.move(layer, device) if layer is not None else None
+            moved = adapter.move(layer, device, rebuild=lambda: ctx.new_layer(state, strict=False)) \
+                if layer is not None else None
         except Exception as exc:
             problems.append(f"moving to {device} failed: {unexpected_error(exc)}")
             continue

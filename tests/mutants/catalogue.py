@@ -19,9 +19,8 @@ class Mutant:
         return f"{self.framework}-{self.contract}-{self.impl.rpartition(':')[2]}-{self.check}"
 
 
-MODULES = {
-    "torch": "tests.mutants.torch_mutants",
-    "tensorflow": "tests.mutants.tensorflow_mutants",
-    "jax": "tests.mutants.jax_mutants",
-    "mxnet": "tests.mutants.mxnet_mutants",
-}
+def modules(framework: str) -> list[str]:
+    """Every ``tests/mutants/<framework>_*.py`` module (one per area, each with MUTANTS)."""
+    from pathlib import Path
+    here = Path(__file__).parent
+    return [f"tests.mutants.{p.stem}" for p in sorted(here.glob(f"{framework}_*.py"))]
