@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from . import __version__
-from .contract import ContractError, load_contract
+from .contract import ContractError, ContractNotFound, load_contract
 
 _DIST_NAMES = {"torch": ["torch"], "tensorflow": ["tensorflow", "tensorflow-cpu", "keras"],
                "jax": ["jax", "jaxlib", "flax"], "mxnet": ["mxnet"]}
@@ -35,6 +35,8 @@ def pytest_addoption(parser):
     g.addoption("--conformance-json", metavar="PATH", help="write the results file here")
     g.addoption("--seed", type=int, default=None, help="seed for every drawn input (default 0)")
     g.addoption("--check", action="append", default=[], metavar="ID", help="run only these check ids")
+    g.addoption("--check-timeout", type=float, default=None, metavar="SECONDS",
+                help="per-check timeout (default: the contract's `timeout`, else 60 s)")
     for name, kind, help_ in [
         ("conformance_contract", "linelist", "default --contract values"),
         ("conformance_impl", "string", "default --impl"),
@@ -90,11 +92,30 @@ class ConformanceRun:
             self.targets = targets_mod.plan(contracts, impl, bindings, frameworks, state_map)
         except targets_mod.UsageError as exc:
             raise pytest.UsageError(str(exc)) from None
-        except ContractError as exc:
+        except ContractNotFound as exc:
             raise pytest.UsageError(str(exc)) from None
-        self.paths = sorted({str(Path(t.contract_path).resolve()) for t in self.targets})
-        # conformance items only: the contract files are the collection arguments
-        config.args[:] = self.paths
+        except ContractError as exc:
+            pytest.exit(str(exc), returncode=EXIT_CONTRACT_ERROR)
+        self.by_path: dict[str, list] = {}
+        for t in self.targets:
+            self.by_path.setdefault(str(Path(t.contract_path).resolve()), []).append(t)
+        self.paths = sorted(self.by_path)
+        # every planned contract is validated now, so a broken one is reported before collection
+        self.contracts, broken = {}, []
+        for path in self.paths:
+            try:
+                self.contracts[path] = load_contract(path)
+            except ContractError as exc:
+                broken.append(str(exc))
+        if broken:
+            pytest.exit("\n".join(broken), returncode=EXIT_CONTRACT_ERROR)
+        # conformance items only. The contracts' directories are the collection arguments and
+        # pytest_ignore_collect passes only the contract files: given files as arguments, pytest
+        # re-collects a file's whole directory once per file argument (quadratic in contracts).
+        self.path_set = set(self.paths)
+        self.ancestors = {str(a) for p in self.paths for a in Path(p).parents}
+        dirs = sorted({str(Path(p).parent) for p in self.paths})
+        config.args[:] = [d for d in dirs if not any(str(a) in dirs for a in Path(d).parents)]
 
     def frameworks(self) -> dict:
         out = {}
@@ -117,6 +138,24 @@ def pytest_configure(config):
     # one framework's checks on one xdist worker, so a worker imports each framework once
     if run.active and getattr(config.option, "dist", "no") == "load":
         config.option.dist = "loadgroup"
+    # workers re-parse the original command line, so tell them about loadgroup explicitly
+    if run.active and getattr(config, "workerinput", {}).get("conformance_loadgroup"):
+        config.option.loadgroup = True
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    if node.config.getoption("dist") == "loadgroup":
+        node.workerinput["conformance_loadgroup"] = True
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    run = config.stash.get(_RUN_KEY, None)
+    if run and run.active and config.getoption("dist") == "loadgroup":
+        from .scheduling import FrameworkGroupScheduling
+        return FrameworkGroupScheduling(config, log)
+    return None
 
 
 def pytest_report_header(config):
@@ -133,6 +172,17 @@ def pytest_report_header(config):
     return lines
 
 
+def pytest_ignore_collect(collection_path, config):
+    run = config.stash.get(_RUN_KEY, None)
+    if not run or not run.active:
+        return None
+    path = str(collection_path)
+    if path in run.path_set or path in run.ancestors:
+        return None
+    path = str(collection_path.resolve())
+    return None if path in run.path_set or path in run.ancestors else True
+
+
 def pytest_collect_file(file_path, parent):
     run = parent.config.stash.get(_RUN_KEY, None)
     if run and run.active and str(file_path.resolve()) in run.paths:
@@ -143,8 +193,9 @@ def pytest_collect_file(file_path, parent):
 class ContractFile(pytest.File):
     def collect(self):
         run = self.config.stash[_RUN_KEY]
-        contract = load_contract(self.path)
-        mine = [t for t in run.targets if str(Path(t.contract_path).resolve()) == str(self.path.resolve())]
+        key = str(self.path.resolve())
+        contract = run.contracts.get(key) or load_contract(self.path)
+        mine = run.by_path.get(key, [])
         labels = [t.impl_label for t in mine]
         for t in mine:
             impl = t.impl_label
@@ -224,7 +275,7 @@ class ConformanceItem(pytest.Item):
         except Exception as exc:
             self._record("error", f"cannot load {target.impl}: {unexpected_error(exc)}")
             raise CheckFailed(self.record["message"]) from exc
-        rec = run_check(ctx, self.check)
+        rec = run_check(ctx, self.check, timeout=self.config.getoption("check_timeout"))
         self._record(rec.pop("outcome"), rec.pop("message"), **{k: v for k, v in rec.items() if k != "check"})
         if self.record["outcome"] == "skipped":
             pytest.skip(self.record["message"])
@@ -248,12 +299,33 @@ def pytest_runtest_makereport(item, call):
 
 
 def pytest_runtest_logreport(report):
-    record = getattr(report, "conformance", None)
-    if record is None:
-        return
     run = _current_run
-    if run is not None:
+    if run is None or not run.active:
+        return
+    record = getattr(report, "conformance", None)
+    if record is None and report.failed and report.when in ("call", "???") and "crashed" in str(report.longrepr):
+        # an xdist worker died inside this check (abort, segfault): the check is lost, the run goes on
+        record = _record_for_lost_check(run, report)
+    if record is not None:
         run.results.append(record)
+
+
+def _record_for_lost_check(run, report) -> dict | None:
+    """Rebuild a record from the node id alone: ``<file>::<contract>[<parts>]::<check>``."""
+    try:
+        _, target_name, check = report.nodeid.rsplit("::", 2)
+        contract, parts = target_name[:-1].split("[", 1)
+        *label, framework, device = parts.split("-")
+    except ValueError:
+        return None
+    label = "-".join(label)
+    impl = next((t.impl for t in run.targets if t.framework == framework and Path(t.contract_path).stem == contract
+                 and (not label or label in (t.impl_label, t.impl.replace(":", ".")))), label or "?")
+    lines = str(report.longrepr).strip().splitlines()
+    return {"contract": contract, "impl": impl, "framework": framework, "device": device, "check": check,
+            "outcome": "error", "nodeid": report.nodeid,
+            "message": f"the process running this check died ({lines[-1] if lines else 'crashed'}); "
+                       f"the worker was restarted and the rest of the run continued"}
 
 
 _current_run = None

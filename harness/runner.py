@@ -1,24 +1,75 @@
 """Running one check and turning what happened into a result record.
 
 The pytest items use it, and so does anything that wants verdicts without pytest
-(the harness's own tests, the benchmark).
+(the harness's own tests, the benchmark). A check runs under a timeout, and whatever global
+state the layer changes (default dtype, RNG, threads, x64) is put back afterwards so that it
+cannot change another implementation's verdicts.
 """
 from __future__ import annotations
 
 import json
-import time
+import signal
+import threading
+from contextlib import contextmanager
+
+import numpy as np
 
 from .checks import CHECKS, CheckContext, CheckFailed, CheckSkipped, unexpected_error
+
+DEFAULT_TIMEOUT = 60.0  # seconds per check; the contract's `timeout` and --check-timeout override it
+
+
+class CheckTimeout(BaseException):
+    """Raised into a check that ran too long. A BaseException, so a layer's ``except Exception`` cannot swallow it."""
 
 
 def _jsonable(d):
     return json.loads(json.dumps(d or {}, default=lambda o: o.item() if hasattr(o, "item") else str(o)))
 
 
-def run_check(ctx: CheckContext, check: str) -> dict:
-    """{'outcome': passed|failed|skipped, 'message': ..., 'details': ...} for one check."""
-    started = time.perf_counter()
+@contextmanager
+def time_limit(seconds: float | None):
+    """SIGALRM-based limit: interrupts Python code (an infinite loop in forward). Only in the main thread;
+    a hang inside native code that never returns to Python is left to process isolation (xdist workers)."""
+    if not seconds or threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def on_alarm(signum, frame):
+        raise CheckTimeout(f"timed out after {seconds:g} s")
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@contextmanager
+def isolated_globals(adapter, notes: list):
+    """Snapshot the global state a layer could change, restore it after, and say what changed."""
+    np_state = np.random.get_state()
+    saved = adapter.save_globals()
+    try:
+        yield
+    finally:
+        changed = adapter.restore_globals(saved)
+        after = np.random.get_state()
+        if not (np_state[0] == after[0] and np.array_equal(np_state[1], after[1]) and np_state[2:] == after[2:]):
+            changed = list(changed) + ["numpy's global RNG state"]
+        np.random.set_state(np_state)
+        if changed:
+            notes.append("the layer changed global state (restored): " + ", ".join(changed))
+
+
+def run_check(ctx: CheckContext, check: str, timeout: float | None = None) -> dict:
+    """{'outcome': passed|failed|skipped|error, 'message': ..., 'details': ...} for one check."""
     rec: dict = {"check": check}
+    if timeout is None:
+        timeout = ctx.contract.timeout or DEFAULT_TIMEOUT
+    notes: list = []
     try:
         if ctx.device != "cpu" and ctx.device not in ctx.adapter.devices():
             rec.update(outcome="skipped", message=f"{ctx.device} unavailable for {ctx.adapter.name} here",
@@ -28,8 +79,12 @@ def run_check(ctx: CheckContext, check: str) -> dict:
         if reason:
             rec.update(outcome="skipped", message=reason)
             return rec
-        details = CHECKS[check](ctx)
+        with isolated_globals(ctx.adapter, notes), time_limit(timeout):
+            details = CHECKS[check](ctx)
         rec.update(outcome="passed", message="", details=_jsonable(details))
+    except CheckTimeout as exc:
+        rec.update(outcome="error", message=f"{check} {exc} (per-check timeout; set `timeout:` in the contract "
+                                            f"or --check-timeout): the layer hung {_where(exc)}")
     except CheckSkipped as exc:
         rec.update(outcome="skipped", message=exc.reason)
         if exc.not_applicable:
@@ -38,8 +93,14 @@ def run_check(ctx: CheckContext, check: str) -> dict:
         rec.update(outcome="failed", message=exc.message, details=_jsonable(exc.details))
     except Exception as exc:  # the layer raised: the check fails at the layer's point of failure
         rec.update(outcome="failed", message=unexpected_error(exc))
-    rec["duration"] = round(time.perf_counter() - started, 6)
+    if notes:
+        rec.setdefault("details", {})["global_state"] = notes
     return rec
+
+
+def _where(exc) -> str:
+    text = unexpected_error(exc)
+    return text[text.rfind("(at "):] if "(at " in text else ""
 
 
 def context_for(contract, impl, framework: str, device: str = "cpu", seed: int = 0, state_map=None,
@@ -50,7 +111,7 @@ def context_for(contract, impl, framework: str, device: str = "cpu", seed: int =
                         seed=seed, state_map=dict(state_map or {}))
 
 
-def check_all(contract, impl, framework: str, checks=None, **kw) -> dict[str, dict]:
+def check_all(contract, impl, framework: str, checks=None, timeout=None, **kw) -> dict[str, dict]:
     """Every (or the named) check on one implementation: {check id: record}."""
     ctx = context_for(contract, impl, framework, **kw)
-    return {c: run_check(ctx, c) for c in (checks or CHECKS)}
+    return {c: run_check(ctx, c, timeout=timeout) for c in (checks or CHECKS)}

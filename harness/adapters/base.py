@@ -74,6 +74,11 @@ class Adapter:
         """The framework's own layer from the contract's arguments (adapters add e.g. rngs)."""
         return cls(**args)
 
+    def construct(self, factory, kwargs: dict):
+        """The user's layer from the contract's constructor arguments (adapters add e.g. rngs)."""
+        from ..checks.base import construct
+        return construct(factory, kwargs)
+
     # -- state -------------------------------------------------------------------------
     def trainable(self, layer) -> dict[str, Any]:
         raise NotImplementedError
@@ -100,9 +105,32 @@ class Adapter:
         """Save ``layer``'s state the framework's normal way and strictly load it into ``fresh``."""
         raise NotImplementedError
 
+    def export_state(self, layer):
+        """``layer``'s state as the framework's normal checkpoint holds it (native and opaque:
+        a torch state_dict, a Keras ``get_weights()`` list, flax bytes, a gluon parameter file)."""
+        raise NotImplementedError
+
+    def load_state(self, layer, saved, strict: bool = True):
+        """Load ``export_state``'s result into ``layer`` the framework's normal way; with
+        ``strict`` a missing or unexpected slot must raise whatever the framework raises
+        (torch ``load_state_dict(strict=True)``, Keras ``set_weights``, flax ``from_bytes``,
+        gluon ``load_parameters`` without allow_missing/ignore_extra). Returns the layer."""
+        raise NotImplementedError
+
     # -- composition and devices -----------------------------------------------------------
     def sequential(self, layer, width: int):
         """The layer inside the framework's Sequential, between two built-in dense layers."""
+        raise NotImplementedError
+
+    def nest(self, layer, dense: tuple[int, int] | None = None):
+        """The layer as the last element of the framework's Sequential, after a built-in dense
+        layer ``dense = (in, out)`` with seeded weights when given, else alone. ``call`` on the
+        result with ``training=`` must switch mode the framework's normal way on the container
+        (torch ``.train()``/``.eval()``, Keras ``training=``), never on the layer directly."""
+        raise NotImplementedError
+
+    def manual_seed(self, seed: int) -> None:
+        """Seed the framework's global random generator(s) so a stochastic layer repeats."""
         raise NotImplementedError
 
     def move(self, layer, device: str, rebuild=None):
@@ -123,6 +151,20 @@ class Adapter:
         and state_grads maps every trainable *and* non-trainable name to a gradient or None.
         """
         raise NotImplementedError
+
+    def jvp(self, fn, layer, inputs: list, tangents: list):
+        """Forward mode: (output, tangent of the output) for ``fn(*inputs)`` pushed along
+        ``tangents`` (one per input, None for an input held constant; state held constant).
+        Both native. Frameworks without forward-mode autodiff mark such contracts not applicable."""
+        raise NotImplementedError
+
+    def save_globals(self):
+        """Snapshot of process-global framework state a layer could change (dtype, RNG, threads...)."""
+        return None
+
+    def restore_globals(self, saved) -> list[str]:
+        """Put the snapshot back; return what had changed, in words."""
+        return []
 
     def to_float64(self, layer):
         """The layer in float64 for finite differences, or None where that is not possible."""

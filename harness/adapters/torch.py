@@ -46,7 +46,8 @@ class FrameworkAdapter(Adapter):
 
     # -- tensors -----------------------------------------------------------------------
     def tensor(self, array, device=None):
-        t = torch.from_numpy(np.ascontiguousarray(array))
+        a = np.asarray(array)
+        t = torch.from_numpy(np.ascontiguousarray(a).reshape(a.shape))  # ascontiguousarray makes 0-d 1-d
         return t.to(device) if device else t
 
     def numpy(self, t):
@@ -116,6 +117,17 @@ class FrameworkAdapter(Adapter):
         fresh.load_state_dict(torch.load(buf, weights_only=True), strict=True)
         return fresh
 
+    def export_state(self, layer):
+        import io
+        buf = io.BytesIO()
+        torch.save(layer.state_dict(), buf)
+        return buf.getvalue()
+
+    def load_state(self, layer, saved, strict=True):
+        import io
+        layer.load_state_dict(torch.load(io.BytesIO(saved), weights_only=True), strict=strict)
+        return layer
+
     # -- composition and devices ---------------------------------------------------------------
     def sequential(self, layer, width):
         gen = torch.Generator().manual_seed(0)
@@ -124,6 +136,19 @@ class FrameworkAdapter(Adapter):
             for p in list(first.parameters()) + list(last.parameters()):
                 p.copy_(torch.randn(p.shape, generator=gen) * 0.3)
         return torch.nn.Sequential(first, layer, last)
+
+    def nest(self, layer, dense=None):
+        if dense is None:
+            return torch.nn.Sequential(layer)
+        gen = torch.Generator().manual_seed(0)
+        first = torch.nn.Linear(*dense)
+        with torch.no_grad():
+            for p in first.parameters():
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.3)
+        return torch.nn.Sequential(first, layer)
+
+    def manual_seed(self, seed):
+        torch.manual_seed(seed)
 
     def move(self, layer, device, rebuild=None):
         return layer.to(device)
@@ -153,6 +178,46 @@ class FrameworkAdapter(Adapter):
         state_grads = {k: v.grad for k, v in state.items()}
         conv = lambda g: None if g is None else g.detach()
         return out.detach(), [conv(g) for g in input_grads], {k: conv(g) for k, g in state_grads.items()}
+
+    def jvp(self, fn, layer, inputs, tangents):
+        # forward_ad (dual tensors) also runs old-style Functions that define a jvp staticmethod,
+        # which torch.func.jvp refuses without setup_context
+        import warnings
+        import torch.autograd.forward_ad as fwAD
+        if isinstance(layer, torch.nn.Module):
+            layer.train(False)
+        # torch's first make_dual loads its jvp decompositions through the deprecated jit.script
+        with warnings.catch_warnings(), fwAD.dual_level():
+            warnings.filterwarnings("ignore", message=".*torch.jit.script.* is deprecated", category=DeprecationWarning)
+            args = []
+            for a, t in zip(inputs, tangents):
+                x = a if isinstance(a, torch.Tensor) else self.tensor(a)
+                if t is not None:
+                    x = fwAD.make_dual(x, torch.as_tensor(np.asarray(t)).to(x.dtype))
+                args.append(x)
+            out = fn(*args)
+            if not isinstance(out, torch.Tensor):
+                raise TypeError(f"the output is a {type(out).__name__}, not a torch.Tensor")
+            primal, tangent = fwAD.unpack_dual(out)
+            primal = primal.detach().clone()
+            tangent = torch.zeros_like(primal) if tangent is None else tangent.detach().clone()
+        return primal, tangent
+
+    def save_globals(self):
+        return {"default dtype": torch.get_default_dtype(), "threads": torch.get_num_threads(),
+                "grad mode": torch.is_grad_enabled(), "rng": torch.get_rng_state()}
+
+    def restore_globals(self, saved):
+        changed = [k for k in ("default dtype", "threads", "grad mode") if getattr(torch, {
+            "default dtype": "get_default_dtype", "threads": "get_num_threads",
+            "grad mode": "is_grad_enabled"}[k])() != saved[k]]
+        if not torch.equal(torch.get_rng_state(), saved["rng"]):
+            changed.append("torch's RNG state")
+        torch.set_default_dtype(saved["default dtype"])
+        torch.set_num_threads(saved["threads"])
+        torch.set_grad_enabled(saved["grad mode"])
+        torch.set_rng_state(saved["rng"])
+        return [f"torch {k}" if "torch" not in k else k for k in changed]
 
     def to_float64(self, layer):
         if isinstance(layer, torch.nn.Module):

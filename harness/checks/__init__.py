@@ -8,6 +8,10 @@ from .base import CheckContext, CheckFailed, CheckSkipped, construct, unexpected
 from .numerics import check_gradients, check_native, check_values
 from .registration import check_composition, check_devices, check_serialization
 from .state import check_buffers, check_parameters
+from .forward import check_forward_mode
+from .loading import check_strict_loading
+from .modes import check_modes
+from .properties import check_properties
 
 CHECKS = {
     "parameters": check_parameters,
@@ -18,6 +22,10 @@ CHECKS = {
     "values": check_values,
     "native": check_native,
     "gradients": check_gradients,
+    "strict_loading": check_strict_loading,
+    "modes": check_modes,
+    "properties": check_properties,
+    "forward_mode": check_forward_mode,
 }
 
 __all__ = ["CHECKS", "CheckContext", "CheckFailed", "CheckSkipped", "construct", "unexpected_error"]

@@ -66,7 +66,7 @@ class CheckContext:
         """A fresh, built layer (None for a function contract), optionally with slot values set."""
         if self.is_function:
             return None
-        layer = construct(self.impl, self.contract.constructor)
+        layer = self.adapter.construct(self.impl, self.contract.constructor)
         layer = self.adapter.build(layer, self.first_inputs())
         if state:
             mapping = self.slot_map(layer, strict=strict)
@@ -142,4 +142,6 @@ def unexpected_error(exc: BaseException) -> str:
             and "site-packages" not in f.filename and "/lib/python" not in f.filename]
     point = (user or frames or [None])[-1]
     where = f" (at {point.filename}:{point.lineno} in {point.name})" if point else ""
-    return f"{type(exc).__name__}: {exc}{where}"
+    import re
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))  # terminal colour codes (Keras bolds its messages)
+    return f"{type(exc).__name__}: {text}{where}"

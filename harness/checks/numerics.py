@@ -14,7 +14,7 @@ from .base import CheckFailed, CheckSkipped, unexpected_error
 def _reference_forward(ctx, inputs, state):
     _, forward, _ = ctx.contract.reference()
     return np.asarray(forward(*[np.asarray(a, dtype=np.float64) if np.issubdtype(a.dtype, np.floating) else a
-                                for a in inputs], **state, **ctx.contract.constructor))
+                                for a in inputs], **{**ctx.contract.constructor, **state}))  # a slot may share a flag's name (bias)
 
 
 def _check_output(ctx, got, expected_dtype, what):
@@ -67,6 +67,9 @@ def check_native(ctx):
         raise CheckSkipped(f"the contract names no native {ctx.adapter.name} layer", not_applicable=True)
     if "none" in spec:
         raise CheckSkipped(f"no native {ctx.adapter.name} layer: {spec['none']}", not_applicable=True)
+    if "function" in spec:
+        from .functions import check_native_function
+        return check_native_function(ctx, spec)
     cls = _import_dotted(ctx, spec["class"])
     args = {k: ctx.contract.resolve_arg(v) for k, v in (spec.get("args") or {}).items()}
     native = ctx.adapter.build(ctx.adapter.construct_native(cls, args), ctx.first_inputs())
@@ -211,9 +214,10 @@ def check_gradients(ctx):
         try:
             out, grads, state_grads = adapter.vjp(ctx.callable(layer), layer, inputs, idx, cotangent)
         except Exception as exc:
-            raise CheckFailed(f"case {case['name']!r}: differentiating raised {unexpected_error(exc)}") from exc
+            raise CheckFailed("; ".join(problems + [f"case {case['name']!r}: differentiating raised "
+                                                     f"{unexpected_error(exc)}"])) from exc
         ref = ref_vjp(cotangent, *[a.astype(np.float64) if np.issubdtype(a.dtype, np.floating) else a
-                                   for a in inputs], **state, **contract.constructor) if ref_vjp else {}
+                                   for a in inputs], **{**contract.constructor, **state}) if ref_vjp else {}
         for i in idx:
             bad = _compare_grad(ctx, f"input {names[i]!r} (case {case['name']!r})", grads[i], ref[names[i]],
                                 inputs[i], rule)
@@ -233,6 +237,8 @@ def check_gradients(ctx):
                                 adapter.numpy(like), rule)
             if bad:
                 problems.append(bad)
+        from .functions import nondiff_probe
+        problems += nondiff_probe(ctx, case, layer, inputs, cotangent, notes)
         if mode == "true" and grads_spec.get("finite_difference", True) and not problems:
             fd, why = _finite_difference(ctx, layer, inputs, idx, cotangent, rng)
             if fd is None:

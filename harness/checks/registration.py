@@ -20,7 +20,9 @@ def check_composition(ctx):
     if reason:
         raise CheckSkipped(reason)
     adapter = ctx.adapter
-    inputs = ctx.first_inputs()
+    # a Sequential feeds a batch: prefer a case with a batch axis (Keras's Dense rejects 1-D input)
+    batched = [ctx.case_inputs(c) for c in ctx.contract.cases]
+    inputs = next((b for b in batched if all(np.ndim(a) >= 2 for a in b)), ctx.first_inputs())
     if len(inputs) != 1:
         raise CheckSkipped("a Sequential passes one input; this layer takes several")
     width = (ctx.contract.data.get("composition") or {}).get("in_features") or inputs[0].shape[-1]

@@ -1,0 +1,334 @@
+"""How fast the harness is, against what the same work costs without it. A script, not a test:
+
+    python benchmarks/bench.py                 # everything, on every installed framework
+    python benchmarks/bench.py --skip-matrix   # only collection and gradient scaling (quick)
+    python benchmarks/bench.py --json out.json
+
+It prints:
+  matrix      wall time of the bundled matrix under ``pytest -n 0`` and ``-n 2`` (subprocesses);
+  floor       the same frameworks imported once, in one fresh process, plus the computations without
+              the harness: each bundled reference layer built, a forward on each case, one backward
+              (through the adapters' build/call/vjp, the thinnest framework-neutral way to call a layer;
+              no pytest, no checks, no contract validation, no results);
+  overhead    matrix (-n 0) wall / floor wall;
+  collection  ``pytest --collect-only -q`` over a synthetic matrix of 10,000 checks (generated contracts
+              and a --bindings file in a temporary directory), wall time of the whole command and the
+              time pytest itself reports, against the same command with one target (startup);
+  gradients   harness.runner.run_check(ctx, "gradients") as the input grows from 8 to 8,192 elements.
+
+Timings are wall-clock on a shared machine: run it on an idle one, and read differences below ~10 %
+as noise.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+TARGETS = {"overhead": 1.2, "speedup": 1.7, "collection_s": 2.0}
+
+
+def _installed_frameworks() -> list[str]:
+    from harness import adapters
+    return [fw for fw in adapters.FRAMEWORKS if adapters.installed(fw)]
+
+
+def _run(cmd: list[str], cwd=ROOT, timeout=3600, env=None, times=None) -> tuple[float, subprocess.CompletedProcess]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    started = time.perf_counter()  # CLOCK_MONOTONIC: comparable with the child's perf_counter on Linux
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    ended = time.perf_counter()
+    if times is not None:
+        times.update(started=started, ended=ended)
+    return ended - started, proc
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip("= ") for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else ""
+
+
+# --- matrix and floor ---------------------------------------------------------------------
+
+# A plugin loaded into the measured pytest (-p): it times pytest's own phases from the inside.
+_TIMER_PLUGIN = """
+import json, os, time
+import pytest
+_t = {"imported": time.perf_counter()}
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    _t["configure"] = time.perf_counter()
+@pytest.hookimpl(trylast=True)
+def pytest_sessionstart(session):
+    _t["configured"] = time.perf_counter()
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection(session):
+    _t["collect"] = time.perf_counter()
+def pytest_collection_finish(session):
+    _t["collected"] = time.perf_counter()
+    _t["items"] = len(session.items)
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session):
+    _t["finished"] = time.perf_counter()
+def pytest_unconfigure(config):
+    _t["unconfigure"] = time.perf_counter()
+    with open(os.environ["BENCH_TIMER_OUT"], "w") as f:
+        json.dump(_t, f)
+"""
+
+
+def matrix(frameworks: list[str], workers: str, out_dir: Path) -> dict:
+    """One run of the bundled matrix. With -n 0 it is also taken apart: the time the checks' own
+    calls took (pytest --durations, by framework) and what the rest of the process took."""
+    (out_dir / "bench_timer.py").write_text(_TIMER_PLUGIN)
+    timer = out_dir / f"timer-n{workers}.json"
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "bench_timer", "-q", "-n", workers,
+           "--durations=0", "--durations-min=0", "--conformance-json", str(out_dir / f"results-n{workers}.json")]
+    for fw in frameworks:
+        cmd += ["--framework", fw]
+    outer: dict = {}
+    wall, proc = _run(cmd, env={"PYTHONPATH": f"{ROOT}{os.pathsep}{out_dir}", "BENCH_TIMER_OUT": str(timer)},
+                      times=outer)
+    summary = next((ln for ln in reversed(proc.stdout.splitlines()) if re.search(r"\d+ (passed|failed)", ln)), "")
+    calls: dict[str, float] = {}
+    for m in re.finditer(r"^([\d.]+)s call\s+\S+\[(?:[^\]]*-)?(\w+)-\w+\]::\w+", proc.stdout, re.M):
+        calls[m.group(2)] = calls.get(m.group(2), 0.0) + float(m.group(1))
+    t = json.loads(timer.read_text()) if timer.exists() else {}
+    phases = {}
+    if {"configure", "configured", "finished", "unconfigure"} <= set(t):
+        phases = {"startup_s": t["configure"] - outer["started"], "configure_s": t["configured"] - t["configure"],
+                  "session_s": t["finished"] - t["configured"], "summary_s": t["unconfigure"] - t["finished"],
+                  "exit_s": outer["ended"] - t["unconfigure"]}
+    return {"wall_s": wall, "exit": proc.returncode, "summary": summary.strip("= "), "calls_s": calls, **phases}
+
+
+def floor_in_this_process(frameworks: list[str]) -> dict:
+    """Import each framework once and run each bundled reference layer: build, forward per case, one backward."""
+    import importlib
+
+    import numpy as np
+    import yaml
+
+    from harness import adapters, inputs
+    from harness.checks.base import construct
+    from harness.contract import Contract, bundled_contracts
+    from harness.targets import bundled_impl, resolve_impl
+
+    report = {"import_s": {}, "compute_s": {}, "layers": {}, "failed": []}
+    specs = {name: yaml.safe_load(path.read_text()) for name, path in bundled_contracts().items()}
+    for fw in frameworks:
+        started = time.perf_counter()
+        adapter = adapters.get_adapter(fw)
+        importlib.import_module(adapter.module)
+        report["import_s"][fw] = time.perf_counter() - started
+        started = time.perf_counter()
+        done = 0
+        for name, data in specs.items():
+            spec = bundled_impl(fw, name)
+            if spec is None:
+                continue
+            try:
+                impl = resolve_impl(spec)
+                contract = Contract(data=data, path=name)  # unvalidated: only its shapes are read
+                cases = [list(inputs.case_inputs(contract, case, 0).values()) for case in contract.cases]
+                if contract.kind == "function":
+                    layer, fn = None, adapter.as_callable(impl)
+                else:
+                    layer = adapter.build(construct(impl, contract.constructor), cases[0])
+                    fn = layer
+                for case in cases:
+                    out = adapter.call(fn, case)
+                first = cases[0]
+                out = adapter.numpy(adapter.call(fn, first))
+                if (contract.data.get("gradients") or {}).get("mode") != "none":
+                    wrt = [i for i, a in enumerate(first) if np.issubdtype(a.dtype, np.floating)]
+                    adapter.vjp(fn, layer, first, wrt, np.ones(out.shape, dtype=out.dtype))
+                done += 1
+            except Exception as exc:  # a layer the floor cannot drive generically is listed, not fatal
+                report["failed"].append(f"{fw}/{name}: {type(exc).__name__}: {str(exc)[:120]}")
+        report["compute_s"][fw] = time.perf_counter() - started
+        report["layers"][fw] = done
+    return report
+
+
+def floor(frameworks: list[str]) -> dict:
+    wall, proc = _run([sys.executable, str(Path(__file__).resolve()), "--floor-only", ",".join(frameworks)])
+    if proc.returncode != 0:
+        raise SystemExit(f"the floor run failed:\n{proc.stdout}\n{proc.stderr}")
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    report["wall_s"] = wall
+    return report
+
+
+# --- collection -----------------------------------------------------------------------------
+
+def _synthetic(tmp: Path, n_checks: int, impls_per_contract: int, framework: str) -> tuple[Path, int]:
+    """Contracts (copies of rmsnorm under new names) and a --bindings file worth ``n_checks`` items."""
+    from harness.checks import CHECKS
+    from harness.contract import bundled_contracts
+    targets = math.ceil(n_checks / len(CHECKS))
+    n_contracts = math.ceil(targets / impls_per_contract)
+    base = bundled_contracts()["rmsnorm"].read_text()
+    impl_module = tmp / "bench_impls.py"
+    impl_module.write_text(f"from reference_impls.{framework}.rmsnorm import IMPL\n"
+                           + "".join(f"IMPL_{i} = IMPL\n" for i in range(impls_per_contract)))
+    entries = []
+    for c in range(n_contracts):
+        path = tmp / f"rms_{c:05d}.yaml"
+        path.write_text(base.replace("name: rmsnorm", f"name: rms_{c:05d}", 1))
+        for i in range(impls_per_contract):
+            if len(entries) < targets:
+                entries.append(f"- {{contract: {path}, impl: 'bench_impls:IMPL_{i}', framework: {framework}}}\n")
+    bindings = tmp / f"bindings-{n_checks}-{impls_per_contract}.yaml"
+    bindings.write_text("".join(entries))
+    return bindings, len(entries) * len(CHECKS)
+
+
+def collection(n_checks: int, framework: str) -> list[dict]:
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        (tmp / "bench_timer.py").write_text(_TIMER_PLUGIN)
+        for label, n, per in [("startup (1 target)", 1, 1),
+                              (f"{n_checks} checks, one contract per target", n_checks, 1),
+                              (f"{n_checks} checks, 10 implementations per contract", n_checks, 10)]:
+            sub = tmp / f"{n}-{per}"
+            sub.mkdir()
+            bindings, items = _synthetic(sub, n, per, framework)
+            out = sub / "timer.json"
+            cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "bench_timer", "--collect-only",
+                   "-q", "--bindings", str(bindings), "-n", "0"]
+            wall, proc = _run(cmd, cwd=sub, env={"PYTHONPATH": f"{ROOT}{os.pathsep}{tmp}", "BENCH_TIMER_OUT": str(out)})
+            t = json.loads(out.read_text()) if out.exists() else {}
+            ok = {"configure", "configured", "collect", "collected"} <= set(t)
+            rows.append({"label": label, "items": items, "collected": t.get("items"), "wall_s": wall,
+                         "configure_s": t["configured"] - t["configure"] if ok else None,
+                         "collect_s": t["collected"] - t["collect"] if ok else None,
+                         "exit": proc.returncode, "tail": "" if ok else _last_line(proc.stdout + proc.stderr)})
+    return rows
+
+
+# --- gradient check scaling -----------------------------------------------------------------
+
+def gradient_scaling(framework: str, sizes=(8, 64, 512, 4096, 8192), repeats=3) -> list[dict]:
+    from harness.contract import bundled_contracts, load_contract
+    from harness.runner import context_for, run_check
+    from harness.targets import bundled_impl, resolve_impl
+    base = bundled_contracts()["rmsnorm"].read_text()
+    impl = resolve_impl(bundled_impl(framework, "rmsnorm"))
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in sizes:
+            rows_n = max(1, n // 8)  # rmsnorm's d is 8: [n/8, d] holds n elements
+            text = re.sub(r"cases:.*?\nstate:", "cases:\n  - name: sized\n    inputs:\n"
+                          f"      X: {{shape: [{rows_n}, d], dtype: float32, draw: normal}}\nstate:", base, flags=re.S)
+            path = Path(tmp) / f"rms_{n}.yaml"
+            path.write_text(text)
+            ctx = context_for(load_contract(path), impl, framework)
+            run_check(ctx, "gradients")  # warm-up: first-call costs (tracing, allocation) are not scaling
+            times = []
+            for _ in range(repeats):
+                started = time.perf_counter()
+                rec = run_check(ctx, "gradients")
+                times.append(time.perf_counter() - started)
+            rows.append({"elements": rows_n * 8, "best_s": min(times), "outcome": rec["outcome"]})
+    return rows
+
+
+# --- report ------------------------------------------------------------------------------------
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--frameworks", help="comma-separated (default: every installed framework)")
+    ap.add_argument("--skip-matrix", action="store_true", help="skip the matrix, floor and overhead")
+    ap.add_argument("--checks", type=int, default=10_000, help="size of the synthetic matrix to collect")
+    ap.add_argument("--json", help="also write the figures here")
+    ap.add_argument("--floor-only", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+
+    if args.floor_only:  # the child process of floor()
+        print(json.dumps(floor_in_this_process(args.floor_only.split(","))))
+        return 0
+
+    frameworks = args.frameworks.split(",") if args.frameworks else _installed_frameworks()
+    grad_fw = "torch" if "torch" in frameworks else frameworks[0]
+    figures: dict = {"frameworks": frameworks, "python": sys.version.split()[0], "cpus": os.cpu_count()}
+    print(f"frameworks: {', '.join(frameworks)}; {os.cpu_count()} CPUs; Python {figures['python']}")
+
+    if not args.skip_matrix:
+        with tempfile.TemporaryDirectory() as tmp:
+            m0 = matrix(frameworks, "0", Path(tmp))
+            m2 = matrix(frameworks, "2", Path(tmp))
+        fl = floor(frameworks)
+        print(f"\nmatrix  -n 0: {m0['wall_s']:7.1f} s   exit {m0['exit']}   {m0['summary']}")
+        print(f"matrix  -n 2: {m2['wall_s']:7.1f} s   exit {m2['exit']}   {m2['summary']}")
+        calls = sum(m0["calls_s"].values())
+        if calls and "session_s" in m0:
+            by_fw = ", ".join(f"{k} {v:.1f} s" for k, v in sorted(m0["calls_s"].items(), key=lambda kv: -kv[1]))
+            print(f"  -n 0 taken apart: start-up (interpreter, pytest, plugins) {m0['startup_s']:.1f} s; configure "
+                  f"(plan, validate contracts) {m0['configure_s']:.1f} s; checks' calls {calls:.1f} s ({by_fw}; a "
+                  f"framework's first check imports it); rest of the session {m0['session_s'] - calls:.1f} s; "
+                  f"terminal summary {m0['summary_s']:.1f} s; interpreter exit {m0['exit_s']:.1f} s")
+            print(f"  -n 2 groups one framework per worker: at best {calls:.1f} / {max(m0['calls_s'].values()):.1f} = "
+                  f"{calls / max(m0['calls_s'].values()):.2f}x on the checks' calls")
+        imports = ", ".join(f"{k} {v:.1f} s" for k, v in fl["import_s"].items())
+        compute = ", ".join(f"{k} {v:.1f} s ({fl['layers'][k]} layers)" for k, v in fl["compute_s"].items())
+        print(f"floor       : {fl['wall_s']:7.1f} s   (imports: {imports}; computations: {compute})")
+        for f in fl["failed"]:
+            print(f"  floor could not drive {f}")
+        overhead = m0["wall_s"] / fl["wall_s"]
+        speedup = m0["wall_s"] / m2["wall_s"]
+        print(f"overhead    : {overhead:7.2f} x floor      (target <= {TARGETS['overhead']}x: "
+              f"{'met' if overhead <= TARGETS['overhead'] else 'MISSED'})")
+        if calls and "session_s" in m0:
+            own = m0["wall_s"] - calls
+            print(f"  the harness's own time (wall - checks' calls) {own:.1f} s = {own / fl['wall_s']:.2f}x floor")
+        print(f"-n 2 speedup: {speedup:7.2f} x            (target >= {TARGETS['speedup']}x: "
+              f"{'met' if speedup >= TARGETS['speedup'] else 'MISSED'})")
+        figures.update(matrix_n0=m0, matrix_n2=m2, floor=fl, overhead=overhead, speedup=speedup)
+
+    coll = collection(args.checks, grad_fw)
+    print(f"\ncollection (pytest --collect-only -q --bindings, {grad_fw}; timed inside pytest):")
+    print(f"  {'':<52}{'items':>6}  {'wall':>7}  {'configure':>9}  {'collect':>7}")
+    for row in coll:
+        if row["collect_s"] is None:
+            print(f"  {row['label']:<52} failed (exit {row['exit']}): {row['tail']}")
+            continue
+        print(f"  {row['label']:<52}{row['collected']:>6}  {row['wall_s']:6.2f}s  {row['configure_s']:8.2f}s  "
+              f"{row['collect_s']:6.2f}s")
+    done = [r for r in coll[1:] if r["collect_s"] is not None]
+    if done:
+        worst = max(r["collect_s"] for r in done)
+        print(f"  pytest's collection of {args.checks} checks: {worst:.2f} s at most   (target < "
+              f"{TARGETS['collection_s']} s: {'met' if worst < TARGETS['collection_s'] else 'MISSED'}); "
+              f"configure includes validating every contract")
+    if os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        print("  note: PYTHONDONTWRITEBYTECODE is set, so every process compiles (and pytest re-rewrites) "
+              "its modules from source")
+    figures["collection"] = coll
+
+    grads = gradient_scaling(grad_fw)
+    print(f"\ngradients check ({grad_fw} rmsnorm, best of 3):")
+    for row in grads:
+        print(f"  {row['elements']:>6} elements  {row['best_s'] * 1000:8.1f} ms   {row['outcome']}")
+    ratio = grads[-1]["best_s"] / grads[0]["best_s"]
+    print(f"  {grads[-1]['elements']} / {grads[0]['elements']} elements: {ratio:.2f}x the time")
+    figures["gradients"] = grads
+
+    if args.json:
+        Path(args.json).write_text(json.dumps(figures, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

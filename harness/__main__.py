@@ -1,0 +1,6 @@
+"""``python -m harness``: see harness.cli."""
+import sys
+
+from .cli import main
+
+sys.exit(main())

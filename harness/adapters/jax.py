@@ -1,0 +1,297 @@
+"""JAX / Flax NNX adapter.
+
+Registered state is ``nnx.Variable`` objects: ``nnx.Param`` is trainable, any other Variable
+subclass (``class Buffer(nnx.Variable)``) is non-trainable, RNG state (``nnx.RngState``) is left
+out. Names are dotted state paths (``gain``, ``layers.1.gain``). A raw jax array attribute is
+reported as untracked: no Variable filter (nnx.grad, ``nnx.Optimizer(wrt=nnx.Param)``) sees it.
+A plain function is not recognised as JAX unless it is a ``custom_vjp``/``custom_jvp``/``jit``
+wrapper or names ``jax``/``jnp`` itself: pass ``--framework jax`` otherwise.
+"""
+from __future__ import annotations
+
+import contextlib
+import inspect
+import types
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import flax
+from flax import nnx, serialization
+
+from .base import Adapter
+from .walk import walk_attributes
+
+_MODULE_INTERNALS = frozenset(vars(nnx.Module()))
+_SAVED = nnx.All(nnx.Variable, nnx.Not(nnx.RngState))   # what is saved, named and compared
+_JAX_MODULES = ("jax", "jaxlib", "flax")
+
+
+def _name(device) -> str:
+    """cpu:0, cpu:1, and cuda for the first GPU (as --device cuda names it), cuda:1..."""
+    if device.platform == "gpu":
+        return "cuda" if device.id == 0 else f"cuda:{device.id}"
+    return f"{device.platform}:{device.id}"
+
+
+def _value(t):
+    return t[...] if isinstance(t, nnx.Variable) else t
+
+
+def _x64(needed: bool):
+    """64-bit types for this block only: jax_enable_x64 must not stay on for the rest of the process."""
+    enable = getattr(jax, "enable_x64", None)
+    if enable is None:  # older jax
+        enable = getattr(getattr(jax, "experimental", None), "enable_x64", None)
+    return enable(True) if needed and enable is not None else contextlib.nullcontext()
+
+
+def _flat(tree, prefix="") -> dict:
+    """Nested dicts as {dotted path: leaf}."""
+    out = {}
+    for k, v in tree.items():
+        out.update(_flat(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v})
+    return out
+
+
+def _unflat(flat: dict) -> dict:
+    out: dict = {}
+    for k, v in flat.items():
+        *parents, leaf = k.split(".")
+        node = out
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = v
+    return out
+
+
+def _wants_x64(*arrays) -> bool:
+    return any(getattr(a, "dtype", None) == np.float64 for a in arrays)
+
+
+class FrameworkAdapter(Adapter):
+    name = "jax"
+    module = "flax"
+    hints = {
+        "register_trainable": "wrap it in nnx.Param (a raw jax array is not a Variable: nnx.grad and "
+                              "nnx.Optimizer(wrt=nnx.Param) skip it)",
+        "register_buffer": "hold it in a non-Param nnx.Variable subclass, e.g. class Buffer(nnx.Variable)",
+        "not_persistent": "RNG state (nnx.RngState) is left out of the saved state",
+        "single_use": "",
+    }
+
+    def configure_early(self):
+        # A second host device for the devices check; possible only before JAX's first operation
+        # (the user's module may already have imported jax, which is fine).
+        try:
+            jax.config.update("jax_num_cpu_devices", max(2, jax.config.jax_num_cpu_devices))
+        except (RuntimeError, AttributeError):
+            pass
+        self.cpu_device = _name(jax.devices("cpu")[0])
+
+    def owns(self, obj) -> bool:
+        if inspect.isclass(obj):
+            return issubclass(obj, nnx.Module)
+        if isinstance(obj, (nnx.Module, jax.Array)):
+            return True
+        # custom_vjp / custom_jvp / jit objects are instances of JAX's own types
+        if type(obj).__module__.split(".")[0] in _JAX_MODULES:
+            return True
+        code, scope = getattr(obj, "__code__", None), getattr(obj, "__globals__", {})
+        return code is not None and any(isinstance(scope.get(n), types.ModuleType)
+                                        and scope[n].__name__.split(".")[0] in _JAX_MODULES for n in code.co_names)
+
+    def versions(self):
+        return {"jax": jax.__version__, "flax": flax.__version__}
+
+    def devices(self):
+        cpus = jax.devices("cpu")
+        gpus = [d for d in jax.devices() if d.platform == "gpu"]
+        return [_name(d) for d in cpus[1:2] + gpus[:1]]
+
+    def _device(self, name):
+        return next(d for d in jax.devices() + jax.devices("cpu") if _name(d) == (name or self.cpu_device))
+
+    def save_globals(self):
+        return {"x64": jax.config.jax_enable_x64, "default device": jax.config.jax_default_device}
+
+    def restore_globals(self, saved):
+        changed = [f"jax {k}" for k, v in self.save_globals().items() if v != saved[k]]
+        jax.config.update("jax_enable_x64", saved["x64"])
+        jax.config.update("jax_default_device", saved["default device"])
+        return changed
+
+    # -- tensors -----------------------------------------------------------------------
+    def tensor(self, array, device=None):
+        return jax.device_put(np.asarray(array), self._device(device))
+
+    def numpy(self, t):
+        t = _value(t)
+        if not isinstance(t, jax.Array):
+            raise TypeError(f"expected a jax.Array, got {type(t).__name__}")
+        return np.asarray(jax.device_get(t))
+
+    def is_tensor(self, obj):
+        return isinstance(obj, jax.Array)
+
+    def dtype_name(self, t):
+        return str(_value(t).dtype)
+
+    def device_of(self, t):
+        return ",".join(sorted(_name(d) for d in _value(t).devices()))
+
+    # -- building and calling ----------------------------------------------------------------
+    def construct(self, factory, kwargs):
+        """By keyword, the arguments the constructor accepts, plus ``rngs`` where it takes one."""
+        # NNX classes show their metaclass's (*args, **kwargs): read __init__ instead
+        try:
+            params = inspect.signature(factory.__init__ if inspect.isclass(factory) else factory).parameters
+        except (TypeError, ValueError):
+            params = None
+        if params is not None and not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+            kwargs = {k: v for k, v in kwargs.items() if k in params}
+        if params is not None and "rngs" in params and "rngs" not in kwargs:
+            kwargs = {**kwargs, "rngs": nnx.Rngs(0)}
+        with jax.default_device(self._device(None)):
+            return factory(**kwargs)
+
+    def construct_native(self, cls, args):
+        return self.construct(cls, args)
+
+    def call(self, layer, inputs, device=None, training=False):
+        with _x64(_wants_x64(*inputs)):
+            args = [a if isinstance(a, jax.Array) and device is None else self.tensor(a, device) for a in inputs]
+            if isinstance(layer, nnx.Module):
+                layer.train() if training else layer.eval()
+            return layer(*args)
+
+    # -- state ---------------------------------------------------------------------------
+    def _variables(self, layer) -> dict:
+        if not isinstance(layer, nnx.Module):
+            return {}
+        return {".".join(map(str, path)): v for path, v in nnx.iter_graph(layer)
+                if isinstance(v, nnx.Variable) and not isinstance(v, nnx.RngState)}
+
+    def trainable(self, layer):
+        return {k: v for k, v in self._variables(layer).items() if isinstance(v, nnx.Param)}
+
+    def non_trainable(self, layer):
+        return {k: v for k, v in self._variables(layer).items() if not isinstance(v, nnx.Param)}
+
+    def optimizer_view(self, layer):
+        # what nnx.Optimizer(model, tx, wrt=nnx.Param) updates
+        return list(self.trainable(layer).values())
+
+    def untracked(self, layer):
+        return walk_attributes(layer, lambda v: isinstance(v, jax.Array),
+                               lambda v: () if isinstance(v, nnx.Module) else None,
+                               describe=lambda v: f"jax array {list(v.shape)}", internal=_MODULE_INTERNALS)
+
+    def assign(self, layer, name, value):
+        var = self._variables(layer)[name]
+        old = var[...]
+        var[...] = jax.device_put(np.asarray(value, dtype=old.dtype), old.sharding)
+
+    def serialized_state(self, layer):
+        return {k: np.asarray(v) for k, v in _flat(nnx.to_pure_dict(nnx.state(layer, _SAVED))).items()}
+
+    def round_trip(self, layer, fresh):
+        return self.load_state(fresh, self.export_state(layer), strict=True)
+
+    def export_state(self, layer):
+        return serialization.to_bytes(nnx.to_pure_dict(nnx.state(layer, _SAVED)))
+
+    def load_state(self, layer, saved, strict=True):
+        target = nnx.state(layer, _SAVED)
+        template = nnx.to_pure_dict(target)
+        restored = serialization.msgpack_restore(saved)
+        want, got = _flat(serialization.to_state_dict(template)), _flat(restored)
+        if strict:  # flax raises for missing keys itself, but drops unexpected ones and never compares shapes
+            problems = [f"unexpected key(s) {sorted(set(got) - set(want))}"] if set(got) - set(want) else []
+            problems += [f"{k}: saved {np.asarray(got[k]).dtype}{list(np.shape(got[k]))} does not fit "
+                         f"{np.asarray(v).dtype}{list(np.shape(v))}" for k, v in want.items() if k in got
+                         and (np.shape(v) != np.shape(got[k]) or np.asarray(v).dtype != np.asarray(got[k]).dtype)]
+            if problems:
+                raise ValueError("the saved state does not match the layer: " + "; ".join(problems))
+        else:
+            restored = _unflat({k: got.get(k, v) for k, v in want.items()})
+        values = serialization.from_state_dict(template, restored)
+        # from_bytes gives numpy arrays: back onto the devices the layer's state is on
+        nnx.replace_by_pure_dict(target, jax.tree.map(lambda w, v: jax.device_put(np.asarray(v), w.sharding),
+                                                      template, values))
+        nnx.update(layer, target)
+        return layer
+
+    # -- composition and devices ---------------------------------------------------------------
+    def sequential(self, layer, width):
+        with jax.default_device(self._device(None)):
+            return nnx.Sequential(nnx.Linear(width, width, rngs=nnx.Rngs(0)), layer,
+                                  nnx.Linear(width, 2, rngs=nnx.Rngs(1)))
+
+    def nest(self, layer, dense=None):
+        with jax.default_device(self._device(None)):
+            return nnx.Sequential(*([nnx.Linear(*dense, rngs=nnx.Rngs(0))] if dense else []), layer)
+
+    def manual_seed(self, seed):
+        """Nothing to seed: JAX has no global generator; NNX layers draw from the nnx.Rngs they
+        were constructed with (``construct`` passes nnx.Rngs(0)), so a run repeats as it is."""
+
+    def move(self, layer, device, rebuild=None):
+        # Variables only: flax >= 0.12 also carries raw array attributes in nnx.state, but they are not
+        # registered state, and the devices check reports them.
+        nnx.update(layer, jax.device_put(nnx.state(layer, nnx.Variable), self._device(device)))
+        return layer
+
+    # -- gradients ---------------------------------------------------------------------------
+    def _pure(self, fn, layer, args, chosen):
+        """``fn(*args)`` as a pure function of (the chosen inputs, the trainable state) for jax.vjp and
+        jax.jvp. The layer itself is never touched: each trace runs a copy merged from its state."""
+        if not isinstance(layer, nnx.Module):
+            graphdef, params, rest = None, {}, None
+        else:
+            graphdef, params, rest = nnx.split(layer, nnx.Param, ...)
+
+        def pure(xs, ps):
+            full = list(args)
+            for i, x in zip(chosen, xs):
+                full[i] = x
+            if graphdef is None:
+                return fn(*full)
+            # fresh Variables (tree.map rebuilds them) at this trace level: a layer may write its state
+            model = nnx.merge(graphdef, *jax.tree.map(lambda x: x, (ps, rest)))
+            model.eval()
+            return model(*full)
+        return pure, params
+
+    def vjp(self, fn, layer, inputs, wrt, cotangent, dtype=None):
+        with _x64(_wants_x64(*inputs)):
+            args = [a if isinstance(a, jax.Array) else self.tensor(a) for a in inputs]
+            pure, params = self._pure(fn, layer, args, wrt)
+            out, pullback = jax.vjp(pure, [args[i] for i in wrt], params)
+            if not isinstance(out, jax.Array):
+                raise TypeError(f"the output is a {type(out).__name__}, not a jax.Array")
+            x_grads, p_grads = pullback(jnp.asarray(np.asarray(cotangent), dtype=out.dtype))
+        by_index = dict(zip(wrt, x_grads))
+        state_grads = {k: None for k in self.non_trainable(layer)}  # non-trainable state is never differentiated
+        if p_grads:
+            state_grads.update({".".join(map(str, k)): _value(g) for k, g in nnx.to_flat_state(p_grads)})
+        return out, [by_index.get(i) for i in range(len(inputs))], state_grads
+
+    def jvp(self, fn, layer, inputs, tangents):
+        with _x64(_wants_x64(*inputs)):
+            args = [a if isinstance(a, jax.Array) else self.tensor(a) for a in inputs]
+            pushed = [i for i, t in enumerate(tangents) if t is not None]
+            pure, params = self._pure(fn, layer, args, pushed)
+            return jax.jvp(lambda *xs: pure(xs, params), [args[i] for i in pushed],
+                           [jnp.asarray(np.asarray(tangents[i]), dtype=args[i].dtype) for i in pushed])
+
+    def to_float64(self, layer):
+        if not isinstance(layer, nnx.Module):
+            return layer
+        copy = nnx.clone(layer)
+        with _x64(True):
+            if not jax.config.jax_enable_x64:
+                return None  # no local x64 switch in this jax
+            nnx.update(copy, jax.tree.map(lambda x: x.astype(np.float64) if jnp.issubdtype(x.dtype, jnp.floating)
+                                          else x, nnx.state(copy)))
+        return copy

@@ -1,0 +1,265 @@
+"""TensorFlow / Keras 3 adapter."""
+from __future__ import annotations
+
+import contextlib
+import inspect
+import os
+
+import numpy as np
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")  # the adapter drives Keras through TF's tape and devices
+import keras  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from .base import Adapter  # noqa: E402
+from .walk import walk_attributes  # noqa: E402
+
+
+class _KerasInternals:
+    """Keras's own bookkeeping attributes (registered state lives in them), plus TF's ``_self_*`` tracking."""
+    names = frozenset(vars(keras.layers.Layer()))
+
+    def __contains__(self, name):
+        return name in self.names or name.startswith("_self_")
+
+
+def _top_module(name) -> str:
+    return (name or "").split(".")[0]
+
+
+class FrameworkAdapter(Adapter):
+    name = "tensorflow"
+    module = "tensorflow"
+    cpu_device = "CPU:0"
+    hints = {
+        "register_trainable": "create it with self.add_weight(...) in build() (a raw tf.Variable or tensor "
+                              "attribute, or one in a plain list, is invisible to Keras)",
+        "register_buffer": "create it with self.add_weight(..., trainable=False)",
+        "not_persistent": "get_weights() leaves it out",
+        "single_use": "",
+    }
+
+    def owns(self, obj) -> bool:
+        if inspect.isclass(obj):
+            return issubclass(obj, (keras.layers.Layer, tf.Module))
+        if isinstance(obj, (keras.layers.Layer, keras.Variable, tf.Tensor, tf.Variable, tf.Module)):
+            return True
+        # @tf.custom_gradient returns a TF object (custom_gradient.Bind) that carries TF's decorator
+        # record; its __module__ is the user's, so look at the wrapper itself.
+        if getattr(obj, "_tf_decorator", None) is not None:
+            return True
+        return any(_top_module(m) in ("tensorflow", "keras")
+                   for m in (type(obj).__module__, getattr(obj, "__module__", "")))
+
+    def configure_early(self):
+        # A second logical CPU gives the devices check somewhere to move to; TF allows this only
+        # before its runtime starts, which a user module running ops at import time prevents.
+        cpus = tf.config.list_physical_devices("CPU")
+        try:
+            tf.config.set_logical_device_configuration(cpus[0], [tf.config.LogicalDeviceConfiguration()] * 2)
+        except RuntimeError:
+            pass
+
+    def versions(self):
+        return {"tensorflow": tf.__version__, "keras": keras.__version__}
+
+    def devices(self):
+        cpus = [self._short(d.name) for d in tf.config.list_logical_devices("CPU")]
+        return cpus[1:2] + (["GPU:0"] if tf.config.list_logical_devices("GPU") else [])
+
+    @staticmethod
+    def _short(device: str) -> str:
+        spec = tf.DeviceSpec.from_string(device)
+        return f"{spec.device_type}:{spec.device_index or 0}" if spec.device_type else device
+
+    # -- tensors -----------------------------------------------------------------------
+    def tensor(self, array, device=None):
+        with tf.device(device) if device else contextlib.nullcontext():
+            return tf.constant(np.asarray(array))
+
+    def numpy(self, t):
+        if not self.is_tensor(t):
+            raise TypeError(f"expected a TensorFlow tensor, got {type(t).__name__}")
+        return np.asarray(t.numpy())
+
+    def is_tensor(self, obj):
+        return isinstance(obj, (tf.Tensor, tf.Variable, keras.Variable))
+
+    def dtype_name(self, t):
+        return keras.backend.standardize_dtype(t.dtype)
+
+    def device_of(self, t):
+        # a Keras variable's placement is that of the tf.Variable it wraps
+        return self._short((t.value if isinstance(t, keras.Variable) else t).device)
+
+    # -- building and calling ----------------------------------------------------------------
+    def call(self, layer, inputs, device=None, training=False):
+        with tf.device(device) if device else contextlib.nullcontext():
+            args = [a if self.is_tensor(a) else tf.constant(np.asarray(a)) for a in inputs]
+            if isinstance(layer, keras.layers.Layer):
+                return layer(*args, training=training)
+            return layer(*args)
+
+    def construct(self, factory, kwargs):
+        # The Keras idiom __init__(self, ..., **kwargs) forwards to Layer.__init__, which rejects
+        # arguments it does not know: pass only those named by the class or by Layer.__init__.
+        if inspect.isclass(factory) and issubclass(factory, keras.layers.Layer):
+            named = set()
+            for f in (factory.__init__, keras.layers.Layer.__init__):
+                named |= {p.name for p in inspect.signature(f).parameters.values()
+                          if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+            kwargs = {k: v for k, v in kwargs.items() if k in named}
+        return super().construct(factory, kwargs)
+
+    # -- state ---------------------------------------------------------------------------
+    def _named(self, layer) -> dict:
+        """Every weight (SeedGenerator state excluded) by its path below the layer's own path."""
+        if not isinstance(layer, keras.layers.Layer):
+            return {}
+        # a variable created in __init__ keeps the path it had before the layer joined a container
+        roots = [f"{r}/" for r in (layer.path, layer.name) if r]
+        out = {}
+        for v in layer.weights:
+            root = next((r for r in roots if v.path.startswith(r)), "")
+            name = v.path[len(root):]
+            key, i = name, 1
+            while key in out:
+                key, i = f"{name}:{i}", i + 1
+            out[key] = v
+        return out
+
+    def trainable(self, layer):
+        ids = {id(v) for v in getattr(layer, "trainable_variables", [])}
+        return {k: v for k, v in self._named(layer).items() if id(v) in ids}
+
+    def non_trainable(self, layer):
+        ids = {id(v) for v in getattr(layer, "trainable_variables", [])}
+        return {k: v for k, v in self._named(layer).items() if id(v) not in ids}
+
+    def optimizer_view(self, layer):
+        return list(layer.trainable_variables)
+
+    def untracked(self, layer):
+        known = list(layer.variables)  # SeedGenerator state included: Keras tracks it
+        registered = {id(v) for v in known} | {id(v.value) for v in known}
+
+        def is_state(v):
+            return isinstance(v, (tf.Variable, tf.Tensor, keras.Variable)) and id(v) not in registered
+
+        def describe(v):
+            kind = "tf.Variable" if isinstance(v, tf.Variable) else "keras.Variable" \
+                if isinstance(v, keras.Variable) else "tensor"
+            return f"{kind} {list(v.shape)}"
+
+        def children(v):
+            # sub-layers are reached through the attributes that hold them, under their attribute names
+            return [] if isinstance(v, keras.layers.Layer) else None
+
+        return walk_attributes(layer, is_state, children, describe, internal=_KerasInternals())
+
+    def assign(self, layer, name, value):
+        var = self._named(layer)[name]
+        var.assign(np.asarray(value).astype(var.dtype))
+
+    def serialized_state(self, layer):
+        return dict(zip(self._named(layer), layer.get_weights()))
+
+    def round_trip(self, layer, fresh):
+        # set_weights is positional and raises on a count or shape mismatch
+        fresh.set_weights(layer.get_weights())
+        return fresh
+
+    def export_state(self, layer):
+        return layer.get_weights()
+
+    def load_state(self, layer, saved, strict=True):
+        if not strict:
+            raise NotImplementedError("Keras's set_weights has no non-strict form")
+        layer.set_weights(saved)
+        return layer
+
+    # -- composition and devices ---------------------------------------------------------------
+    @staticmethod
+    def _dense(units):
+        init = keras.initializers.RandomNormal(stddev=0.3, seed=0)
+        return keras.layers.Dense(units, kernel_initializer=init, bias_initializer=init)
+
+    def sequential(self, layer, width):
+        return keras.Sequential([self._dense(width), layer, self._dense(2)])
+
+    def nest(self, layer, dense=None):
+        # Keras's mode switch is the training= argument of the container's call (see call())
+        return keras.Sequential(([self._dense(dense[1])] if dense else []) + [layer])
+
+    def manual_seed(self, seed):
+        tf.random.set_seed(seed)
+
+    def move(self, layer, device, rebuild=None):
+        # Keras has no move call: placement is settled when variables are created
+        if rebuild is None:
+            raise NotImplementedError("a Keras layer is placed when built; moving needs rebuild()")
+        with tf.device(device):
+            return rebuild()
+
+    # -- gradients ---------------------------------------------------------------------------
+    def vjp(self, fn, layer, inputs, wrt, cotangent, dtype=None):
+        args = [a if self.is_tensor(a) else self.tensor(a) for a in inputs]
+        state = {**self.non_trainable(layer), **self.trainable(layer)}
+        # The tape watches trainable variables by itself, as in training; non-trainable ones get None.
+        with tf.GradientTape() as tape:
+            for i in wrt:
+                tape.watch(args[i])
+            out = self.call(fn, args)
+        if not isinstance(out, tf.Tensor):
+            raise TypeError(f"the output is a {type(out).__name__}, not a tf.Tensor")
+        ct = tf.cast(tf.constant(np.asarray(cotangent)), out.dtype)
+        sources = [args[i] for i in wrt] + list(state.values())
+        grads = tape.gradient(out, sources, output_gradients=ct) if sources else []
+        input_grads = [None] * len(inputs)
+        for i, g in zip(wrt, grads):
+            input_grads[i] = g
+        return out, input_grads, dict(zip(state, grads[len(wrt):]))
+
+    def jvp(self, fn, layer, inputs, tangents):
+        args = [a if self.is_tensor(a) else self.tensor(a) for a in inputs]
+        pushed = [(x, tf.cast(tf.constant(np.asarray(t)), x.dtype)) for x, t in zip(args, tangents) if t is not None]
+        with tf.autodiff.ForwardAccumulator([x for x, _ in pushed], [t for _, t in pushed]) as acc:
+            out = self.call(fn, args)
+        if not isinstance(out, tf.Tensor):
+            raise TypeError(f"the output is a {type(out).__name__}, not a tf.Tensor")
+        tangent = acc.jvp(out)  # None where the output does not depend on the tangents
+        return out, tf.zeros_like(out) if tangent is None else tangent
+
+    def to_float64(self, layer):
+        """A float64 twin: the same class rebuilt under a float64 dtype policy, with the weights copied."""
+        if not isinstance(layer, keras.layers.Layer):
+            return layer
+        auto = getattr(getattr(layer, "_auto_config", None), "config", None)  # the constructor's arguments
+        makers = [lambda: type(layer)(**{**auto, **({"dtype": "float64"} if "dtype" in auto else {})})] \
+            if auto is not None else []
+        makers.append(lambda: type(layer).from_config({**layer.get_config(), "dtype": "float64"}))
+        previous = keras.config.dtype_policy()
+        for make in makers:
+            keras.config.set_dtype_policy("float64")
+            try:
+                twin = make()
+                twin.build_from_config(layer.get_build_config())
+                twin.set_weights(layer.get_weights())
+            except Exception:
+                continue
+            finally:
+                keras.config.set_dtype_policy(previous)
+            # a weight created with an explicit float32 dtype would mix precisions in the twin
+            return twin if all(w.dtype == "float64" for w in twin.weights if "float" in w.dtype) else None
+        return None
+
+    def save_globals(self):
+        return {"dtype policy": keras.config.dtype_policy().name, "floatx": keras.config.floatx(),
+                "eager functions": tf.config.functions_run_eagerly()}
+
+    def restore_globals(self, saved):
+        now = self.save_globals()
+        keras.config.set_floatx(saved["floatx"])
+        keras.config.set_dtype_policy(saved["dtype policy"])
+        tf.config.run_functions_eagerly(saved["eager functions"])
+        return [f"keras {k}" for k in saved if now[k] != saved[k]]

@@ -1,0 +1,75 @@
+"""Command line: ``python -m harness report|merge``.
+
+    python -m harness report RESULTS.json [MORE.json ...] -o out.html [--baseline OLD.json]
+    python -m harness merge A.json B.json [...] -o C.json
+
+Exit codes: 0 done, 4 usage error (bad arguments, unreadable or conflicting results files).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+EXIT_USAGE = 4
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # the harness's usage-error code, not argparse's 2
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def _load_all(paths) -> dict:
+    from .gate import BaselineError, load_results_file
+    from .results import merge
+    docs = [load_results_file(p) for p in paths]
+    if len(docs) == 1:
+        return docs[0]
+    try:
+        return merge(docs)
+    except ValueError as exc:
+        raise BaselineError(f"cannot merge {', '.join(map(str, paths))}: {exc}") from None
+
+
+def _report(args) -> int:
+    from .gate import compare, load_results_file
+    from .report import write_html
+    doc = _load_all(args.results)
+    comparison = None
+    if args.baseline:
+        comparison = compare(load_results_file(args.baseline)["results"], doc["results"])
+        print(f"baseline {args.baseline}: {comparison.summary()}")
+    path = write_html(args.output, doc, comparison=comparison, baseline_name=args.baseline, title=args.title)
+    print(f"conformance html: {path}")
+    return 0
+
+
+def _merge(args) -> int:
+    doc = _load_all(args.results)
+    out = Path(args.output)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=2) + "\n")
+    print(f"merged {len(args.results)} file(s), {len(doc['results'])} records: {out}")
+    return 0
+
+
+def main(argv=None) -> int:
+    from .gate import BaselineError
+    parser = _Parser(prog="python -m harness", description="Layer conformance results: HTML report, merge.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    rep = sub.add_parser("report", help="write the self-contained HTML report of one or more results files")
+    rep.add_argument("results", nargs="+", metavar="RESULTS.json")
+    rep.add_argument("-o", "--output", required=True, metavar="OUT.html")
+    rep.add_argument("--baseline", metavar="OLD.json", help="show what changed against this results file")
+    rep.add_argument("--title", default=None)
+    mrg = sub.add_parser("merge", help="combine results files (e.g. from separate framework environments)")
+    mrg.add_argument("results", nargs="+", metavar="RESULTS.json")
+    mrg.add_argument("-o", "--output", required=True, metavar="OUT.json")
+    args = parser.parse_args(argv)
+    try:
+        return {"report": _report, "merge": _merge}[args.command](args)
+    except BaselineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE

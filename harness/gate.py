@@ -1,0 +1,512 @@
+"""The CI gate (expectations, baselines) and the HTML report options: a second pytest plugin.
+
+Exit codes of a conformance run (pytest's numbering where the meanings overlap):
+
+* 0 -- conformant: every check passed, was skipped, or failed as an expectations entry says it
+  will; with ``--baseline``: no regressions against the baseline.
+* 1 -- a check failed or errored without an expectations entry; with ``--baseline``: a regression
+  only, i.e. a check that fails or errors now but did not in the baseline (it passed there, was
+  skipped, or is new) and has no expectations entry, or a check that passed in the baseline and
+  is no longer run; under ``--strict-expectations`` also an expected failure that now passes.
+* 2 -- interrupted (pytest's own: Ctrl-C, a collection error that is not a contract).
+* 3 -- broken contract: a contract file could not be loaded.
+* 4 -- usage error: bad options, a malformed expectations file, an unreadable baseline.
+* 5 -- nothing was collected (pytest's own).
+
+An expectations file (``--expectations FILE``) lists known failures::
+
+    expectations:
+      - contract: rmsnorm            # every key is a glob; a missing key matches anything
+        impl: "mypkg.layers:*"
+        framework: tensorflow
+        check: serialization
+        expected: fail               # fail (= failed or error), failed, error, or a list of these
+        reason: keras 3 drops the gain on reload    # reason or link is required
+        link: https://example.org/issues/12
+"""
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+import yaml
+
+KEY_FIELDS = ("contract", "impl", "framework", "device", "check")
+FAILING = ("failed", "error")
+_EXPECTED_SPELLINGS = {"fail": FAILING, "failed": ("failed",), "error": ("error",)}
+
+EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_CONTRACT, EXIT_USAGE = 0, 1, 2, 3, 4
+
+
+def record_key(r: dict) -> tuple:
+    return tuple(str(r.get(k, "")) for k in KEY_FIELDS)
+
+
+# --- expectations ---------------------------------------------------------------------------
+
+class ExpectationsError(Exception):
+    """A malformed expectations file; the message names the file, the line and the field."""
+
+
+@dataclass
+class Expectation:
+    patterns: dict               # field -> glob, only the fields the entry names
+    outcomes: tuple              # the outcomes it expects, e.g. ("failed", "error")
+    expected: object             # as written (kept when the file is rewritten)
+    reason: str = ""
+    link: str = ""
+    line: int = 0
+    path: str = ""
+
+    def matches(self, record: dict) -> bool:
+        return all(fnmatch.fnmatchcase(str(record.get(k, "")), p) for k, p in self.patterns.items())
+
+    @property
+    def where(self) -> str:
+        return f"{self.path}:{self.line}"
+
+    def as_record_note(self) -> dict:
+        return {k: v for k, v in (("reason", self.reason), ("link", self.link), ("where", self.where)) if v}
+
+    def as_yaml(self) -> dict:
+        out = dict(self.patterns)
+        out["expected"] = self.expected
+        if self.reason:
+            out["reason"] = self.reason
+        if self.link:
+            out["link"] = self.link
+        return out
+
+
+def _fail(path, node, field_, message):
+    line = node.start_mark.line + 1 if node is not None else "?"
+    raise ExpectationsError(f"invalid expectations file {path}:{line}: {field_}: {message}")
+
+
+def _scalar(path, key, node) -> str:
+    if not isinstance(node, yaml.ScalarNode) or node.tag == "tag:yaml.org,2002:null" or node.value == "":
+        _fail(path, node, key, "expected a non-empty string" + (" (omit the field to match anything)"
+                                                                  if key in KEY_FIELDS else ""))
+    return node.value
+
+
+def _expected(path, node):
+    if isinstance(node, yaml.ScalarNode):
+        words, written = [node.value], node.value
+    elif isinstance(node, yaml.SequenceNode) and node.value:
+        words = [_scalar(path, "expected", n) for n in node.value]
+        written = words
+    else:
+        _fail(path, node, "expected", "expected fail, failed, error, or a list of failed/error")
+    outcomes: list = []
+    for w in words:
+        if w not in _EXPECTED_SPELLINGS:
+            _fail(path, node, "expected", f"{w!r} is not an outcome that can be expected "
+                                          f"(use fail, failed, error, or a list of failed/error)")
+        outcomes += [o for o in _EXPECTED_SPELLINGS[w] if o not in outcomes]
+    return tuple(outcomes), written
+
+
+def load_expectations(path) -> list[Expectation]:
+    """Parse an expectations file; ExpectationsError names file:line: field on any problem."""
+    path = str(path)
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ExpectationsError(f"expectations file {path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise ExpectationsError(f"invalid expectations file {path}:{mark.line + 1 if mark else '?'}: "
+                                f"(yaml): {getattr(exc, 'problem', None) or exc}") from None
+    if root is None:
+        return []
+    entries = root
+    if isinstance(root, yaml.MappingNode):
+        entries = None
+        for k, v in root.value:
+            if k.value != "expectations":
+                _fail(path, k, k.value, "unknown top-level key (the file holds `expectations:` and a list)")
+            entries = v
+        if entries is None or (isinstance(entries, yaml.ScalarNode) and entries.tag.endswith(":null")):
+            return []
+    if not isinstance(entries, yaml.SequenceNode):
+        _fail(path, entries, "expectations", "expected a list of entries")
+    out = []
+    for node in entries.value:
+        if not isinstance(node, yaml.MappingNode):
+            _fail(path, node, "(entry)", "expected a mapping of contract/impl/framework/device/check, "
+                                         "expected and reason")
+        seen: dict = {}
+        for k, v in node.value:
+            key = k.value if isinstance(k, yaml.ScalarNode) else "?"
+            if key in seen:
+                _fail(path, k, key, "given twice in one entry")
+            if key not in KEY_FIELDS + ("expected", "reason", "link"):
+                _fail(path, k, key, f"unknown field (known: {', '.join(KEY_FIELDS)}, expected, reason, link)")
+            seen[key] = v
+        if "expected" not in seen:
+            _fail(path, node, "expected", "required (fail, failed, error, or a list of failed/error)")
+        outcomes, written = _expected(path, seen["expected"])
+        texts = {k: _scalar(path, k, seen[k]) for k in ("reason", "link") if k in seen}
+        if not texts:
+            _fail(path, node, "reason", "required: say why the failure is expected (or give a `link`)")
+        out.append(Expectation(patterns={k: _scalar(path, k, seen[k]) for k in KEY_FIELDS if k in seen},
+                               outcomes=outcomes, expected=written, reason=texts.get("reason", ""),
+                               link=texts.get("link", ""), line=node.start_mark.line + 1, path=path))
+    return out
+
+
+def expectation_for(expectations: list[Expectation], record: dict) -> Expectation | None:
+    """The entry that covers this record's outcome, else the first that matches it at all."""
+    matching = [e for e in expectations if e.matches(record)]
+    covering = [e for e in matching if record.get("outcome") in e.outcomes]
+    return (covering or matching or [None])[0]
+
+
+def annotate(record: dict, expectations: list[Expectation]) -> str | None:
+    """Mark a record 'expected' (a covered failure) or 'unexpectedly_passed'; returns which, or None."""
+    exp = expectation_for(expectations, record)
+    if exp is None:
+        return None
+    if record.get("outcome") in exp.outcomes:
+        record["expected"] = True
+        record["expectation"] = exp.as_record_note()
+        return "expected"
+    if record.get("outcome") == "passed":
+        record["unexpectedly_passed"] = True
+        record["expectation"] = exp.as_record_note()
+        return "unexpectedly_passed"
+    return None
+
+
+def unmatched(expectations: list[Expectation], records: list[dict]) -> list[Expectation]:
+    return [e for e in expectations if not any(e.matches(r) for r in records)]
+
+
+def updated_expectations(expectations: list[Expectation], records: list[dict]) -> tuple[list[dict], dict]:
+    """The file's new entries: existing ones still needed (reasons kept), stale ones dropped, one exact
+    entry added per failing check that nothing covers. Entries matching nothing in this run are kept
+    (they may be about frameworks or devices this run did not cover)."""
+    kept, dropped = [], []
+    for e in expectations:
+        mine = [r for r in records if e.matches(r)]
+        stale = mine and not any(r.get("outcome") in e.outcomes for r in mine) \
+            and any(r.get("outcome") == "passed" for r in mine)
+        (dropped if stale else kept).append(e)
+    added = []
+    today = datetime.now(timezone.utc).date().isoformat()
+    for r in sorted(records, key=record_key):
+        if r.get("outcome") in FAILING and not any(e.matches(r) and r["outcome"] in e.outcomes for e in kept):
+            first = _first_line(r.get("message")) or r["outcome"]
+            added.append({**{k: str(r[k]) for k in KEY_FIELDS}, "expected": "fail",
+                          "reason": f"recorded by --update-expectations on {today}: {first}"})
+    entries = [e.as_yaml() for e in kept] + added
+    return entries, {"kept": len(kept), "dropped": len(dropped), "added": len(added)}
+
+
+def write_expectations(path, entries: list[dict]) -> None:
+    header = ("# Known conformance failures: each entry's keys are globs (a missing key matches anything);\n"
+              "# `expected` is fail, failed, error or a list; every entry needs a reason or a link.\n")
+    body = yaml.safe_dump({"expectations": entries}, sort_keys=False, default_flow_style=False,
+                          allow_unicode=True, width=110)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(header + body)
+
+
+# --- baseline comparison ------------------------------------------------------------------
+
+class BaselineError(Exception):
+    pass
+
+
+def load_results_file(path) -> dict:
+    from .results import SCHEMA_VERSION
+    try:
+        doc = json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise BaselineError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise BaselineError(f"{path}: not a results file (invalid JSON: {exc})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("results"), list):
+        raise BaselineError(f"{path}: not a results file (no `results` list)")
+    if doc.get("schema_version") != SCHEMA_VERSION:
+        raise BaselineError(f"{path}: unsupported results schema_version {doc.get('schema_version')!r}")
+    return doc
+
+
+@dataclass
+class Comparison:
+    """The difference between a baseline's records and this run's, by (contract, impl, framework, device, check).
+
+    A baseline tolerates the failures it already has: a check that fails now counts as newly failing
+    unless it failed (or errored) in the baseline too -- whether it passed there, was skipped, or is new.
+    """
+    newly_failing: list = field(default_factory=list)      # (old or None, new): failing now, not before
+    newly_passing: list = field(default_factory=list)      # (old, new): failed/error -> passed
+    unchanged_failing: list = field(default_factory=list)  # (old, new): failing in both
+    disappeared: list = field(default_factory=list)        # old: passed in the baseline, not in this run
+
+    @property
+    def regressions(self) -> list[dict]:
+        """What fails the gate: newly failing checks without an expectations entry, and vanished ones."""
+        return [new for _, new in self.newly_failing if not new.get("expected")] + list(self.disappeared)
+
+    def summary(self) -> str:
+        text = (f"{len(self.newly_failing)} newly failing, {len(self.newly_passing)} newly passing, "
+                f"{len(self.unchanged_failing)} unchanged failing")
+        extra = []
+        unknown = sum(old is None for old, _ in self.newly_failing)
+        if unknown:
+            extra.append(f"{unknown} of the newly failing not in the baseline")
+        expected = sum(bool(new.get("expected")) for _, new in self.newly_failing)
+        if expected:
+            extra.append(f"{expected} of the newly failing expected")
+        if self.disappeared:
+            extra.append(f"{len(self.disappeared)} passing check(s) no longer run")
+        return text + (f" ({'; '.join(extra)})" if extra else "")
+
+    def changes(self) -> dict[tuple, tuple[str, str | None]]:
+        """key -> (label, baseline outcome or None) for every record of this run that changed or still fails."""
+        out = {}
+        for label in ("newly_failing", "newly_passing", "unchanged_failing"):
+            for old, new in getattr(self, label):
+                out[record_key(new)] = (label, old["outcome"] if old else None)
+        return out
+
+
+def compare(baseline: list[dict], current: list[dict], in_scope=None) -> Comparison:
+    """Compare records; ``in_scope(old_record)`` limits which baseline checks count as disappeared."""
+    old = {record_key(r): r for r in baseline}
+    new = {record_key(r): r for r in current}
+    c = Comparison()
+    for k in sorted(new):
+        n, o = new[k], old.get(k)
+        was, now = (o or {}).get("outcome"), n.get("outcome")
+        if now in FAILING:
+            (c.unchanged_failing if was in FAILING else c.newly_failing).append((o, n))
+        elif now == "passed" and was in FAILING:
+            c.newly_passing.append((o, n))
+    for k in sorted(set(old) - set(new)):
+        if old[k].get("outcome") == "passed" and (in_scope is None or in_scope(old[k])):
+            c.disappeared.append(old[k])
+    return c
+
+
+def _first_line(message, limit=160) -> str:
+    line = (message or "").strip().splitlines()[0] if (message or "").strip() else ""
+    return line if len(line) <= limit else line[:limit - 3] + "..."
+
+
+def describe(r: dict) -> str:
+    return f"{r['contract']} {r['impl']} [{r['framework']}-{r['device']}] {r['check']}"
+
+
+# --- the pytest plugin ----------------------------------------------------------------------
+
+class Gate:
+    """Per-process gate state (one per pytest config)."""
+
+    def __init__(self, config):
+        self.config = config
+        self.html_path = config.getoption("conformance_html") or config.getini("conformance_html") or None
+        self.expectations_path = (config.getoption("expectations") or config.getini("conformance_expectations")
+                                  or None)
+        self.strict = bool(config.getoption("strict_expectations") or config.getini("conformance_strict_expectations"))
+        self.update = bool(config.getoption("update_expectations"))
+        self.baseline_path = config.getoption("baseline")
+        self.expectations: list[Expectation] = []
+        self.baseline: dict | None = None
+        self.failed_nodeids: set = set()   # every failed test report, conformance or not
+        self.comparison: Comparison | None = None
+        self.lines: list[tuple[str, dict]] = []   # terminal lines: (text, markup)
+        if self.update and not self.expectations_path:
+            raise pytest.UsageError("--update-expectations needs --expectations FILE (the file to rewrite)")
+        if self.expectations_path and not (self.update and not Path(self.expectations_path).exists()):
+            try:
+                self.expectations = load_expectations(self.expectations_path)
+            except ExpectationsError as exc:
+                raise pytest.UsageError(str(exc)) from None
+        if self.baseline_path and not _is_worker(config):
+            try:
+                self.baseline = load_results_file(self.baseline_path)
+            except BaselineError as exc:
+                raise pytest.UsageError(f"--baseline {exc}") from None
+
+    def pytest_runtest_logreport(self, report):
+        if report.failed:
+            self.failed_nodeids.add(report.nodeid)
+
+
+_GATE_KEY = pytest.StashKey[Gate]()
+
+
+def _is_worker(config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def _run(config):
+    from .plugin import _RUN_KEY
+    run = config.stash.get(_RUN_KEY, None)
+    return run if run is not None and run.active else None
+
+
+def pytest_addoption(parser):
+    g = parser.getgroup("conformance", "layer conformance")
+    g.addoption("--conformance-html", metavar="PATH", help="write a self-contained HTML report here")
+    g.addoption("--expectations", metavar="FILE", help="YAML file of expected failures (each with a reason)")
+    g.addoption("--strict-expectations", action="store_true", default=False,
+                help="an expected failure that now passes fails the run")
+    g.addoption("--update-expectations", action="store_true", default=False,
+                help="rewrite the --expectations file from this run, keeping existing reasons")
+    g.addoption("--baseline", metavar="OLD.json",
+                help="a previous results file: fail only on regressions against it")
+    parser.addini("conformance_html", "default --conformance-html", type="string", default=None)
+    parser.addini("conformance_expectations", "default --expectations", type="string", default=None)
+    parser.addini("conformance_strict_expectations", "default --strict-expectations", type="bool", default=False)
+
+
+def pytest_configure(config):
+    gate = Gate(config)
+    config.stash[_GATE_KEY] = gate
+    config.pluginmanager.register(gate, "layer_conformance_gate_state")  # its hooks see this config only
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    # outermost wrapper: the conformance plugin has attached the record by the time this resumes
+    report = yield
+    record = getattr(report, "conformance", None)
+    gate = item.config.stash.get(_GATE_KEY, None)
+    if record is None or gate is None or not gate.expectations or call.when != "call":
+        return report
+    what = annotate(record, gate.expectations)
+    reason = "; ".join(filter(None, [record.get("expectation", {}).get("reason"),
+                                     record.get("expectation", {}).get("link")]))
+    if what == "expected" and report.failed:
+        report.outcome = "skipped"   # pytest's own xfail: shown as 'x', counted as xfailed
+        report.wasxfail = reason
+    elif what == "unexpectedly_passed" and report.passed:
+        if gate.strict:
+            report.outcome = "failed"
+            report.longrepr = f"[XPASS(strict)] {describe(record)}: expected to fail ({reason})"
+        else:
+            report.wasxfail = reason
+    return report
+
+
+def _scope(run, config):
+    """Which baseline checks this run was asked to run: only those can have disappeared. The bundled
+    matrix covers every framework unless --framework narrows it, so a framework that stopped
+    importing shows up; --impl and --bindings cover the frameworks of their implementations."""
+    from .plugin import _opt
+    impl = _opt(config, "impl", "conformance_impl") or None
+    if impl or _opt(config, "bindings", "conformance_bindings"):
+        frameworks = {t.framework for t in run.targets}
+    else:
+        frameworks = set(_opt(config, "framework", "conformance_framework") or []) or None
+    contracts = None
+    if _opt(config, "contract", "conformance_contract"):
+        contracts = {Path(t.contract_path).stem for t in run.targets}
+        contracts |= {c.name for c in getattr(run, "contracts", {}).values()}
+
+    def in_scope(r):
+        return ((frameworks is None or r.get("framework") in frameworks) and r.get("device") in run.devices
+                and r.get("check") in run.checks and (contracts is None or r.get("contract") in contracts)
+                and (not impl or r.get("impl") == impl))
+    return in_scope
+
+
+def _environment(run):
+    from . import results
+    devices: dict = {}
+    for r in run.results:
+        devices.setdefault(r["framework"], set()).add(r["device"])
+    return results.environment(run.frameworks(), {k: sorted(v) for k, v in devices.items()}, run.seed)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session, exitstatus):
+    # tryfirst: the records are annotated before the conformance plugin writes the results file
+    config = session.config
+    gate, run = config.stash.get(_GATE_KEY, None), _run(config)
+    if gate is None or run is None or _is_worker(config):
+        return
+    say = gate.lines.append
+    records = run.results
+    if gate.expectations:
+        for r in records:
+            if "expected" not in r and "unexpectedly_passed" not in r:
+                annotate(r, gate.expectations)   # records that never went through makereport (lost checks)
+        n_expected = sum(bool(r.get("expected")) for r in records)
+        xpassed = [r for r in records if r.get("unexpectedly_passed")]
+        say((f"expectations {gate.expectations_path}: {n_expected} expected failure(s) (xfail), "
+             f"{len(xpassed)} expected failure(s) now passing", {}))
+        for r in xpassed:
+            say((f"  now passing: {describe(r)} (expected to fail: {r['expectation'].get('where')}"
+                 f"{'; fails the run under --strict-expectations' if gate.strict else ''})", {"yellow": True}))
+        for e in unmatched(gate.expectations, records):
+            fields = ", ".join(f"{k}={v}" for k, v in e.patterns.items()) or "every check"
+            say((f"  warning: {e.where}: the entry for {fields} matches no check in this run", {"yellow": True}))
+    else:
+        xpassed = []
+    if gate.update:
+        entries, counts = updated_expectations(gate.expectations, records)
+        write_expectations(gate.expectations_path, entries)
+        say((f"updated {gate.expectations_path}: {len(entries)} entries ({counts['kept']} kept, "
+             f"{counts['dropped']} dropped as now passing, {counts['added']} added)", {}))
+    if gate.baseline is not None:
+        gate.comparison = compare(gate.baseline["results"], records, _scope(run, config))
+        say((f"baseline {gate.baseline_path}: {gate.comparison.summary()}", {"bold": True}))
+        for old, new in gate.comparison.newly_failing:
+            tag = "expected" if new.get("expected") else "REGRESSION"
+            was = f"{old['outcome']} -> {new['outcome']}" if old else f"{new['outcome']} (not in the baseline)"
+            say((f"  {tag}: {describe(new)}: {was}: {_first_line(new.get('message'))}",
+                 {"red": tag == "REGRESSION", "yellow": tag != "REGRESSION"}))
+        for old in gate.comparison.disappeared:
+            say((f"  REGRESSION: {describe(old)}: passed in the baseline, not run now", {"red": True}))
+        for old, new in gate.comparison.newly_passing:
+            say((f"  fixed: {describe(new)}: {old['outcome']} -> passed", {"green": True}))
+    if gate.html_path:
+        from . import results
+        from .report import write_html
+        doc = results.document(records, _environment(run))
+        write_html(gate.html_path, doc, baseline=gate.baseline, comparison=gate.comparison,
+                   baseline_name=gate.baseline_path)
+        say((f"conformance html: {os.path.abspath(gate.html_path)}", {}))
+
+    if session.exitstatus in (EXIT_OK, EXIT_FAILED):
+        session.exitstatus = _verdict(gate, records, xpassed, say)
+
+
+def _verdict(gate, records, xpassed, say) -> int:
+    """0 or 1 from the records: pytest's own count cannot see expectations applied after the fact
+    (a check whose worker crashed) nor a baseline."""
+    other = gate.failed_nodeids - {r.get("nodeid") for r in records}   # the user's own tests, if any
+    strict = xpassed if gate.strict else []
+    if gate.baseline is not None:
+        failing = gate.comparison.regressions
+        if failing:
+            say((f"gate: {len(failing)} regression(s) against the baseline (exit 1)", {"red": True}))
+        elif any(r.get("outcome") in FAILING for r in records):
+            say(("gate: no regressions against the baseline (what fails was failing before, or is expected)",
+                 {"green": True}))
+    else:
+        failing = [r for r in records if r.get("outcome") in FAILING and not r.get("expected")]
+    return EXIT_FAILED if (failing or other or strict) else EXIT_OK
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    gate = config.stash.get(_GATE_KEY, None)
+    if gate is None or not gate.lines:
+        return
+    terminalreporter.section("conformance gate")
+    for text, markup in gate.lines:
+        terminalreporter.write_line(text, **markup)

@@ -1,0 +1,143 @@
+"""Render a results document as one self-contained HTML file.
+
+The records go into the page once, as JSON in a ``<script type="application/json">`` block
+(every ``<``, ``>`` and ``&`` written as a ``\\u`` escape, so no text from a contract or a layer
+can end the block); a small vanilla script builds the matrix and the details from it on demand
+with ``textContent`` only. No network, fonts or external files: the page opens from disk.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+import shlex
+from pathlib import Path
+
+STATUS_ORDER = ("error", "failed", "xpass", "xfail", "passed", "skipped", "n/a")
+_BUNDLED_IMPL = re.compile(r"^reference_impls\.\w+\.\w+:IMPL$")
+_TOLERANCE_IN_MESSAGE = re.compile(r"allowed rtol=([^,;\s]+), atol=([^,;\s)]+)")
+
+
+def status_of(r: dict) -> str:
+    """The verdict as the report shows it: an expectations entry turns failed into xfail, passed into xpass."""
+    if r.get("expected"):
+        return "xfail"
+    if r.get("unexpectedly_passed"):
+        return "xpass"
+    if r.get("outcome") == "skipped" and r.get("not_applicable"):
+        return "n/a"
+    return r.get("outcome", "error")
+
+
+def row_label(r: dict) -> str:
+    """Bundled reference implementations share one row per contract across frameworks."""
+    return "reference" if _BUNDLED_IMPL.match(str(r.get("impl", ""))) else str(r.get("impl", ""))
+
+
+def _contract_arg(r: dict, bundled) -> str:
+    """A bundled contract by name, a user's contract by the path its node id starts with."""
+    path = str(r.get("nodeid", "")).split("::")[0]
+    if r["contract"] in bundled or not path.endswith((".yaml", ".yml")):
+        return r["contract"]
+    return path
+
+
+def repro_command(r: dict, seed=None, bundled=None) -> str:
+    """The pytest command that re-runs just this check."""
+    if bundled is None:
+        from ..contract import bundled_contracts
+        bundled = set(bundled_contracts())
+    args = ["pytest", "--contract", _contract_arg(r, bundled)]
+    if r.get("impl") and not str(r["impl"]).startswith("("):
+        args += ["--impl", r["impl"]]
+    args += ["--framework", r["framework"]]
+    if r.get("device") and r["device"] != "cpu":
+        args += ["--device", r["device"]]
+    args += ["--check", r["check"]]
+    if seed not in (None, 0):
+        args += ["--seed", str(seed)]
+    return " ".join(shlex.quote(str(a)) for a in args)
+
+
+def _finite(obj):
+    """JSON.parse has no NaN or Infinity: write them as strings."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return str(obj)
+    if isinstance(obj, dict):
+        return {str(k): _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def _numbers(r: dict) -> dict:
+    """Largest error and tolerance, from details or (for the tolerance) the assert_close-style message."""
+    details = r.get("details") or {}
+    out = {k: details[k] for k in ("max_abs_error", "rtol", "atol", "tolerance") if k in details}
+    if "rtol" not in out and "tolerance" not in out:
+        m = _TOLERANCE_IN_MESSAGE.search(r.get("message") or "")
+        if m:
+            out["rtol"], out["atol"] = m.group(1), m.group(2)
+    return out
+
+
+def build_data(doc: dict, comparison=None, baseline_name: str | None = None, title: str | None = None) -> dict:
+    """What the page's script renders: one entry per check, plus provenance and the baseline diff."""
+    from ..checks import CHECKS
+    from ..contract import bundled_contracts
+    from ..gate import record_key
+    bundled = set(bundled_contracts())
+    env = doc.get("environment") or {}
+    changes = comparison.changes() if comparison is not None else {}
+    checks = []
+    for r in doc.get("results", []):
+        change, was = changes.get(record_key(r), (None, None))
+        checks.append({
+            "contract": r.get("contract", ""), "impl": r.get("impl", ""), "row": row_label(r),
+            "framework": r.get("framework", ""), "device": r.get("device", ""), "check": r.get("check", ""),
+            "outcome": r.get("outcome", ""), "status": status_of(r), "message": r.get("message") or "",
+            "details": r.get("details") or {}, "numbers": _numbers(r), "duration": r.get("duration"),
+            "nodeid": r.get("nodeid", ""), "expectation": r.get("expectation"), "change": change,
+            "was": was, "repro": repro_command(r, env.get("seed"), bundled),
+        })
+    baseline = None
+    if comparison is not None:
+        baseline = {
+            "name": baseline_name or "baseline", "summary": comparison.summary(),
+            "regressions": len(comparison.regressions),
+            "disappeared": [{k: o.get(k, "") for k in ("contract", "impl", "framework", "device", "check")}
+                            for o in comparison.disappeared],
+        }
+    return _finite({
+        "title": title or "Layer conformance report",
+        "harness_version": doc.get("harness_version"), "schema_version": doc.get("schema_version"),
+        "environment": env, "check_order": list(CHECKS), "status_order": list(STATUS_ORDER),
+        "checks": checks, "baseline": baseline,
+    })
+
+
+def _embed(data: dict) -> str:
+    text = json.dumps(data, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+    # inside <script>, "</script" or "<!--" in a message would end or confuse the block
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def render_html(doc: dict, baseline: dict | None = None, comparison=None, baseline_name: str | None = None,
+                title: str | None = None) -> str:
+    """The report page for a results document; ``baseline`` (a results document) adds the diff."""
+    import jinja2
+    from markupsafe import Markup
+    if comparison is None and baseline is not None:
+        from ..gate import compare
+        comparison = compare(baseline.get("results", []), doc.get("results", []))
+    data = build_data(doc, comparison, baseline_name, title)
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(Path(__file__).parent)), autoescape=True,
+                             undefined=jinja2.StrictUndefined)
+    return env.get_template("template.html.j2").render(title=data["title"], data_json=Markup(_embed(data)))
+
+
+def write_html(path, doc: dict, **kw) -> Path:
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(render_html(doc, **kw), encoding="utf-8")
+    return p

@@ -1,0 +1,41 @@
+"""xdist scheduling: one framework's checks stay on one worker, and a worker that dies loses
+only the check it was running.
+
+xdist's group scheduler puts a crashed worker's unfinished unit back in the queue, crashing
+item included, so a layer that aborts the process is run again on every replacement worker until
+the restart limit ends the run; and it may hand work to a replacement before that worker has
+reported its collection (KeyError). This subclass marks the crashing item done and waits for
+the replacement's collection. It also reads the group from the node id itself
+(``...::rmsnorm[torch-cpu]::values`` -> ``torch``): xdist marks groups by rewriting
+``item._nodeid``, which pytest 9 no longer reads, so ``xdist_group`` marks alone do nothing there.
+"""
+from __future__ import annotations
+
+import re
+
+_TARGET = re.compile(r"\[(?:.*-)?(?P<framework>[a-z]+)-(?P<device>[a-z0-9:]+)\]::[a-z_]+(@.*)?$")
+from xdist.scheduler import LoadGroupScheduling
+
+
+class FrameworkGroupScheduling(LoadGroupScheduling):
+    def remove_node(self, node):
+        workload = self.assigned_work.pop(node)
+        if not self._pending_of(workload):
+            return None
+        crashitem = next(nodeid for unit in workload.values() for nodeid, done in unit.items() if not done)
+        for unit in workload.values():
+            if crashitem in unit:
+                unit[crashitem] = True  # lost with the worker; never run it again
+        self.workqueue.update({scope: unit for scope, unit in workload.items() if self._pending_of({scope: unit})})
+        for other in self.assigned_work:
+            self._reschedule(other)
+        return crashitem
+
+    def _split_scope(self, nodeid):
+        m = _TARGET.search(nodeid)
+        return m.group("framework") if m else super()._split_scope(nodeid)
+
+    def _reschedule(self, node):
+        if node not in self.registered_collections:
+            return  # a replacement worker gets work once its collection is in
+        super()._reschedule(node)

@@ -1,0 +1,21 @@
+from harness.adapters.mxnet_shim import apply
+
+apply()  # before importing mxnet: it needs numpy's removed aliases
+from mxnet import init, nd  # noqa: E402
+from mxnet.gluon import nn  # noqa: E402
+
+
+class RMSNorm(nn.Block):
+    def __init__(self, d, eps=1e-6, **kwargs):
+        super().__init__(**kwargs)
+        # On 1.9.1 a parameter registers through the block's ParameterDict, not by assignment
+        with self.name_scope():
+            self.gain = self.params.get('gain', shape=(d,), init=init.One())
+        self.eps = eps
+
+    def forward(self, X):
+        rms = nd.sqrt((X ** 2).mean(axis=-1, keepdims=True) + self.eps)
+        return self.gain.data(X.context) * X / rms
+
+
+IMPL = RMSNorm

@@ -1,0 +1,1 @@
+"""Correct TensorFlow / Keras 3 implementations of the bundled contracts: ``<contract>.py`` defines ``IMPL``."""

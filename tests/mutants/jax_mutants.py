@@ -1,0 +1,138 @@
+"""Broken JAX / Flax NNX layers, one per known mistake. Each is caught in tests/test_mutants.py.
+
+Nothing here creates an array at import time: the adapter must still be able to ask for a second
+host device, which JAX allows only before its first operation.
+"""
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from tests.mutants.catalogue import Mutant
+
+
+def _rms(X, eps):
+    return jnp.sqrt((X ** 2).mean(-1, keepdims=True) + eps)
+
+
+class GainRawArray(nnx.Module):
+    """The gain as a raw jnp array: not an nnx.Param, so nnx.grad and nnx.Optimizer skip it."""
+    def __init__(self, d, eps=1e-6):
+        self.gain = jnp.ones(d)
+        self.eps = eps
+
+    def __call__(self, X):
+        return self.gain * X / _rms(X, self.eps)
+
+
+class GainInPlainList(nnx.Module):
+    """The gain inside a plain Python list: flax >= 0.12 refuses it at construction."""
+    def __init__(self, d, eps=1e-6):
+        self.weights = [nnx.Param(jnp.ones(d))]
+        self.eps = eps
+
+    def __call__(self, X):
+        return self.weights[0][...] * X / _rms(X, self.eps)
+
+
+class EpsOutsideSqrt(nnx.Module):
+    """x / (sqrt(mean x^2) + eps): right for large rows, wrong where mean square ~ eps."""
+    def __init__(self, d, eps=1e-6):
+        self.gain = nnx.Param(jnp.ones(d))
+        self.eps = eps
+
+    def __call__(self, X):
+        return self.gain[...] * X / (jnp.sqrt((X ** 2).mean(-1, keepdims=True)) + self.eps)
+
+
+class WrongAxis(nnx.Module):
+    """Normalizes over the batch axis instead of the feature axis."""
+    def __init__(self, d, eps=1e-6):
+        self.gain = nnx.Param(jnp.ones(d))
+        self.eps = eps
+
+    def __call__(self, X):
+        return self.gain[...] * X / jnp.sqrt((X ** 2).mean(0, keepdims=True) + self.eps)
+
+
+def _triu(max_len):
+    return jnp.triu(jnp.ones((max_len, max_len), dtype=bool), 1)
+
+
+class MaskAsParam(nnx.Module):
+    """The mask as an nnx.Param: nnx.Optimizer(wrt=nnx.Param) would be handed it."""
+    def __init__(self, max_len):
+        self.mask = nnx.Param(_triu(max_len))
+
+    def __call__(self, scores):
+        T = scores.shape[-1]
+        return jnp.where(self.mask[:T, :T], -jnp.inf, scores)
+
+
+class MaskRawArray(nnx.Module):
+    """The mask as a raw jnp array: no Variable, so typed state (saving, moving) leaves it out."""
+    def __init__(self, max_len):
+        self.mask = _triu(max_len)
+
+    def __call__(self, scores):
+        T = scores.shape[-1]
+        return jnp.where(self.mask[:T, :T], -jnp.inf, scores)
+
+
+@jax.custom_vjp
+def ste_fwd_output_only(X):
+    return jnp.round(X)
+
+
+def _fwd_output_only(X):
+    return jnp.round(X)  # must be (output, residuals)
+
+
+ste_fwd_output_only.defvjp(_fwd_output_only, lambda residuals, g: (g,))
+
+
+@jax.custom_vjp
+def ste_bwd_bare_array(X):
+    return jnp.round(X)
+
+
+def _bwd_bare_array(residuals, g):
+    return g  # must be a tuple: one gradient per argument, (g,)
+
+
+ste_bwd_bare_array.defvjp(lambda X: (jnp.round(X), None), _bwd_bare_array)
+
+
+@jax.custom_vjp
+def ste_doubled(X):
+    """A wrong surrogate: the gradient doubled."""
+    return jnp.round(X)
+
+
+ste_doubled.defvjp(lambda X: (jnp.round(X), None), lambda residuals, g: (2 * g,))
+
+
+def round_no_surrogate(X):
+    """Plain jnp.round: autodiff gives the true derivative, zero, not the straight-through one."""
+    return jnp.round(X)
+
+
+M = "tests.mutants.jax_mutants"
+MUTANTS = [
+    Mutant("jax", "rmsnorm", f"{M}:GainRawArray", "parameters", "untracked attribute 'gain' (jax array [8])"),
+    Mutant("jax", "rmsnorm", f"{M}:GainRawArray", "devices", "untracked attribute 'gain'"),
+    Mutant("jax", "rmsnorm", f"{M}:GainInPlainList", "parameters", "Found data on value of type '<class 'list'>'"),
+    Mutant("jax", "rmsnorm", f"{M}:EpsOutsideSqrt", "values", "case 'edge_rows'"),
+    Mutant("jax", "rmsnorm", f"{M}:WrongAxis", "values", "case 'random': mismatched elements"),
+    Mutant("jax", "causal_mask", f"{M}:MaskAsParam", "buffers", "is registered as trainable"),
+    Mutant("jax", "causal_mask", f"{M}:MaskRawArray", "buffers", "held as a plain attribute 'mask'"),
+    Mutant("jax", "causal_mask", f"{M}:MaskRawArray", "serialization",
+           "cannot find state slot(s) 'mask' in the layer (its state: empty)"),
+    Mutant("jax", "causal_mask", f"{M}:MaskRawArray", "devices",
+           "untracked attribute 'mask' (jax array [8, 8]) was not moved"),
+    Mutant("jax", "round_ste", f"{M}:ste_fwd_output_only", "gradients", "fwd rule _fwd_output_only for function "
+           "ste_fwd_output_only must produce a pair"),
+    Mutant("jax", "round_ste", f"{M}:ste_bwd_bare_array", "gradients", "bwd rule must produce an output with the "
+           "same container (pytree) structure"),
+    Mutant("jax", "round_ste", f"{M}:ste_doubled", "gradients", "2x the expected"),
+    Mutant("jax", "round_ste", f"{M}:round_no_surrogate", "gradients", "The gradient is all zeros"),
+]

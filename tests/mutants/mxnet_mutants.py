@@ -1,0 +1,128 @@
+"""Broken MXNet Gluon 1.9.1 layers, one per known mistake. Each is caught in tests/test_mutants.py."""
+from harness.adapters.mxnet_shim import apply
+
+apply()  # before importing mxnet: it needs numpy's removed aliases
+import numpy as np  # noqa: E402
+from mxnet import gluon, init, nd  # noqa: E402
+from mxnet.gluon import nn  # noqa: E402
+
+from reference_impls.mxnet.causal_mask import CausalMask  # noqa: E402
+from reference_impls.mxnet.round_ste import RoundSTE  # noqa: E402
+from tests.mutants.catalogue import Mutant  # noqa: E402
+
+
+def _rms(X, eps):
+    return nd.sqrt((X ** 2).mean(axis=-1, keepdims=True) + eps)
+
+
+class GainAttributeParameter(nn.Block):
+    """The 2.0 style from the seed: a gluon.Parameter assigned as a plain attribute. On 1.9.1 it
+    is not in collect_params(), so initialize() skips it and no Trainer sees it."""
+    def __init__(self, d, eps=1e-6, **kwargs):
+        super().__init__(**kwargs)
+        self.gain = gluon.Parameter('gain', shape=(d,), init=init.One())
+        self.eps = eps
+
+    def forward(self, X):
+        return self.gain.data(X.context) * X / _rms(X, self.eps)
+
+
+class GainInList(nn.Block):
+    """The gain inside a plain Python list: also invisible to collect_params()."""
+    def __init__(self, d, eps=1e-6, **kwargs):
+        super().__init__(**kwargs)
+        self.weights = [gluon.Parameter('gain', shape=(d,), init=init.One())]
+        self.eps = eps
+
+    def forward(self, X):
+        return self.weights[0].data(X.context) * X / _rms(X, self.eps)
+
+
+class EpsOutsideSqrt(nn.Block):
+    """x / (sqrt(mean x^2) + eps): right for large rows, wrong where mean square ~ eps."""
+    def __init__(self, d, eps=1e-6, **kwargs):
+        super().__init__(**kwargs)
+        with self.name_scope():
+            self.gain = self.params.get('gain', shape=(d,), init=init.One())
+        self.eps = eps
+
+    def forward(self, X):
+        return self.gain.data(X.context) * X / (nd.sqrt((X ** 2).mean(axis=-1, keepdims=True)) + self.eps)
+
+
+def _triu(max_len):
+    return np.triu(np.ones((max_len, max_len)), 1)
+
+
+class MaskAsParameter(CausalMask):
+    """The mask as an ordinary Parameter (grad_req 'write'): a Trainer would update it."""
+    def __init__(self, max_len, **kwargs):
+        nn.Block.__init__(self, **kwargs)
+        with self.name_scope():
+            self.mask = self.params.get('mask', shape=(max_len, max_len), init=init.Constant(_triu(max_len)))
+
+
+class MaskPlainArray(CausalMask):
+    """The mask as a plain NDArray attribute: reset_ctx skips it (it stays on cpu(0), where MXNet
+    silently computes with it) and save_parameters omits it."""
+    def __init__(self, max_len, **kwargs):
+        nn.Block.__init__(self, **kwargs)
+        self.mask = nd.array(_triu(max_len), dtype='bool')
+
+    def forward(self, scores):
+        T = scores.shape[-1]
+        mask = self.mask[:T, :T].astype(scores.dtype)
+        mask = nd.broadcast_to(mask.reshape((1,) * (scores.ndim - 2) + (T, T)), scores.shape)
+        return nd.where(mask, nd.full(scores.shape, -np.inf, ctx=mask.context, dtype=scores.dtype), scores)
+
+
+class MaskNotAttribute(CausalMask):
+    """get_constant without assigning the result to an attribute: in collect_params(), but
+    save_parameters (which walks attributes) leaves it out."""
+    def __init__(self, max_len, **kwargs):
+        nn.Block.__init__(self, **kwargs)
+        with self.name_scope():
+            self.params.get_constant('mask', nd.array(_triu(max_len), dtype='bool'))
+
+    @property
+    def mask(self):
+        return self.params.get('mask')
+
+
+_shared_ste = RoundSTE()
+
+
+def ste_reused_instance(w):
+    """One autograd.Function instance for every call; each instance is single-use."""
+    return _shared_ste(w)
+
+
+def ste_forward_called_directly(w):
+    """Calls forward instead of the Function: no custom node, so backward never runs."""
+    return RoundSTE().forward(w)
+
+
+class STEDoubled(RoundSTE):
+    """A wrong surrogate: the gradient doubled."""
+    def backward(self, grad_output):
+        return 2 * grad_output
+
+
+M = "tests.mutants.mxnet_mutants"
+MUTANTS = [
+    Mutant("mxnet", "rmsnorm", f"{M}:GainAttributeParameter", "parameters",
+           "untracked attribute 'gain' (gluon.Parameter [8])"),
+    Mutant("mxnet", "rmsnorm", f"{M}:GainInList", "parameters", "untracked attribute 'weights[0]'"),
+    Mutant("mxnet", "rmsnorm", f"{M}:EpsOutsideSqrt", "values", "case 'edge_rows'"),
+    Mutant("mxnet", "causal_mask", f"{M}:MaskAsParameter", "buffers", "is registered as trainable"),
+    Mutant("mxnet", "causal_mask", f"{M}:MaskPlainArray", "buffers", "held as a plain attribute 'mask' (NDArray [8, 8])"),
+    Mutant("mxnet", "causal_mask", f"{M}:MaskPlainArray", "devices",
+           "untracked attribute 'mask' (NDArray [8, 8]) was not moved"),
+    Mutant("mxnet", "causal_mask", f"{M}:MaskPlainArray", "devices", "forward on cpu(1) put its output on cpu(0)"),
+    Mutant("mxnet", "causal_mask", f"{M}:MaskNotAttribute", "buffers", "not in the saved state"),
+    Mutant("mxnet", "causal_mask", f"{M}:MaskNotAttribute", "serialization", "'mask' is missing from the saved state"),
+    Mutant("mxnet", "round_ste", f"{M}:ste_reused_instance", "gradients",
+           "Each Function instance can only be called once"),
+    Mutant("mxnet", "round_ste", f"{M}:ste_forward_called_directly", "gradients", "backward rule never ran"),
+    Mutant("mxnet", "round_ste", f"{M}:STEDoubled", "gradients", "2x the expected"),
+]

@@ -1,0 +1,170 @@
+"""Broken Keras 3 layers and tf.custom_gradient functions, one per known mistake.
+
+Nothing here runs a TensorFlow op at import time: the adapter configures devices first.
+"""
+import functools
+
+import tensorflow as tf
+from tensorflow import keras
+
+from tests.mutants.catalogue import Mutant
+
+
+def _rms(X, eps):
+    return tf.math.rsqrt(tf.reduce_mean(X ** 2, axis=-1, keepdims=True) + eps)
+
+
+class GainRawVariable(keras.layers.Layer):
+    """The gain as a raw tf.Variable attribute: not among trainable_variables or get_weights()."""
+    def __init__(self, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+
+    def build(self, X_shape):
+        self.gain = tf.Variable(tf.ones([X_shape[-1]]))
+
+    def call(self, X):
+        return self.gain * X * _rms(X, self.eps)
+
+
+class GainInList(keras.layers.Layer):
+    """Raw tf.Variables in a list: Keras tracks lists, but only its own Variables inside them."""
+    def __init__(self, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+
+    def build(self, X_shape):
+        self.gains = [tf.Variable(tf.ones([X_shape[-1]]))]
+
+    def call(self, X):
+        return self.gains[0] * X * _rms(X, self.eps)
+
+
+class GainInCall(keras.layers.Layer):
+    """add_weight in call instead of build: Keras locks a layer's state once it is built."""
+    def __init__(self, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+
+    def call(self, X):
+        if not hasattr(self, "gain"):
+            self.gain = self.add_weight(name="gain", shape=[X.shape[-1]], initializer="ones")
+        return self.gain * X * _rms(X, self.eps)
+
+
+class GainPinnedToCPU0(keras.layers.Layer):
+    """The gain created under an explicit CPU:0 scope: it stays there whatever device the layer is built on."""
+    def __init__(self, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+
+    def build(self, X_shape):
+        with tf.device("CPU:0"):
+            self.gain = self.add_weight(name="gain", shape=[X_shape[-1]], initializer="ones")
+
+    def call(self, X):
+        return self.gain * X * _rms(X, self.eps)
+
+
+class EpsOutsideSqrt(keras.layers.Layer):
+    """x / (sqrt(mean x^2) + eps): right for large rows, wrong where mean square ~ eps."""
+    def __init__(self, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+
+    def build(self, X_shape):
+        self.gain = self.add_weight(name="gain", shape=[X_shape[-1]], initializer="ones")
+
+    def call(self, X):
+        return self.gain * X / (tf.sqrt(tf.reduce_mean(X ** 2, axis=-1, keepdims=True)) + self.eps)
+
+
+class WrongAxis(keras.layers.Layer):
+    """Normalizes over the batch axis instead of the feature axis."""
+    def __init__(self, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+
+    def build(self, X_shape):
+        self.gain = self.add_weight(name="gain", shape=[X_shape[-1]], initializer="ones")
+
+    def call(self, X):
+        return self.gain * X * tf.math.rsqrt(tf.reduce_mean(X ** 2, axis=0, keepdims=True) + self.eps)
+
+
+def _triu(max_len):
+    return tf.range(max_len)[None, :] > tf.range(max_len)[:, None]
+
+
+class MaskTrainable(keras.layers.Layer):
+    """The mask from add_weight(trainable=True) (the default): an optimizer would be handed it."""
+    def __init__(self, max_len):
+        super().__init__()
+        self.mask = self.add_weight(name="mask", shape=(max_len, max_len), dtype="bool", initializer="zeros")
+        self.mask.assign(_triu(max_len))
+
+    def call(self, scores):
+        T = scores.shape[-1]
+        return tf.where(self.mask[:T, :T], float("-inf"), scores)
+
+
+class MaskPlainTensor(keras.layers.Layer):
+    """The mask as a plain tensor attribute: get_weights() omits it."""
+    def __init__(self, max_len):
+        super().__init__()
+        self.mask = _triu(max_len)
+
+    def call(self, scores):
+        T = scores.shape[-1]
+        return tf.where(self.mask[:T, :T], float("-inf"), scores)
+
+
+def round_ste_undecorated(X):
+    """The @tf.custom_gradient decorator forgotten: tf.round has no gradient, so the tape gives None."""
+    return tf.round(X)
+
+
+@functools.cache
+def _step():
+    # created on first use, not at import (see the module docstring)
+    return tf.Variable(1.0, name="step")
+
+
+@tf.custom_gradient
+def ste_reads_variable(X):
+    """A quantizer step held in a tf.Variable, read inside the function, while grad takes no `variables`."""
+    def grad(upstream):
+        return upstream
+    return tf.round(X / _step()) * _step(), grad
+
+
+@tf.custom_gradient
+def ste_doubled(X):
+    """A wrong surrogate: the gradient doubled."""
+    def grad(upstream):
+        return 2 * upstream
+    return tf.round(X), grad
+
+
+M = "tests.mutants.tensorflow_mutants"
+MUTANTS = [
+    Mutant("tensorflow", "rmsnorm", f"{M}:GainRawVariable", "parameters", "untracked attribute 'gain'"),
+    Mutant("tensorflow", "rmsnorm", f"{M}:GainRawVariable", "parameters", "self.add_weight(...) in build()"),
+    Mutant("tensorflow", "rmsnorm", f"{M}:GainInList", "parameters", "untracked attribute 'gains[0]'"),
+    Mutant("tensorflow", "rmsnorm", f"{M}:GainInCall", "parameters",
+           "All state must be created in the `__init__()` method or in the `build()` method"),
+    Mutant("tensorflow", "rmsnorm", f"{M}:EpsOutsideSqrt", "values", "case 'edge_rows'"),
+    Mutant("tensorflow", "rmsnorm", f"{M}:WrongAxis", "values", "case 'random': mismatched elements"),
+    Mutant("tensorflow", "causal_mask", f"{M}:MaskTrainable", "buffers", "is registered as trainable"),
+    Mutant("tensorflow", "causal_mask", f"{M}:MaskTrainable", "buffers", "add_weight(..., trainable=False)"),
+    Mutant("tensorflow", "causal_mask", f"{M}:MaskPlainTensor", "buffers", "held as a plain attribute 'mask'"),
+    Mutant("tensorflow", "causal_mask", f"{M}:MaskPlainTensor", "serialization",
+           "cannot find state slot(s) 'mask' in the layer (its state: empty)"),
+    Mutant("tensorflow", "round_ste", f"{M}:round_ste_undecorated", "gradients", "no gradient reached 'w'"),
+    Mutant("tensorflow", "round_ste", f"{M}:ste_reads_variable", "gradients",
+           "TypeError: @tf.custom_gradient grad_fn must accept keyword argument 'variables'"),
+    Mutant("tensorflow", "round_ste", f"{M}:ste_doubled", "gradients", "2x the expected"),
+    Mutant("tensorflow", "rmsnorm", f"{M}:GainPinnedToCPU0", "devices", "'gain' on CPU:0"),
+    Mutant("tensorflow", "rmsnorm", f"{M}:GainRawVariable", "devices", "untracked attribute 'gain'"),
+    Mutant("tensorflow", "causal_mask", f"{M}:MaskPlainTensor", "devices", "untracked attribute 'mask' (tensor [8, 8])"),
+]

@@ -1,0 +1,437 @@
+"""Broken PyTorch implementations of the custom-function and exercise contracts, each breaking
+the contract's characteristic property; tests/test_mutants.py runs them."""
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from reference_impls.torch.rmsnorm_bias import RMSNorm as _RMSNormBias
+from tests.mutants.catalogue import Mutant
+
+
+# --- sign_ste, clipped_relu_grad, scaled_tanh ------------------------------------------------
+
+def sign_plain(x):
+    """No custom rule: sign's true gradient is zero, so nothing passes straight through."""
+    return torch.sign(x)
+
+
+class SignHardtanhSTE(torch.autograd.Function):
+    """A different estimator: the gradient only where |x| <= 1 (hardtanh STE), not the identity."""
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return torch.sign(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * (x.abs() <= 1).to(g.dtype)
+
+
+class ClippedReLUNoClip(torch.autograd.Function):
+    """The ReLU gradient without the clipping."""
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return torch.clamp_min(x, 0.0)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * (x > 0).to(g.dtype)
+
+
+class ClippedReLUGradAtZero(torch.autograd.Function):
+    """x >= 0 instead of x > 0: a gradient passes at exactly zero."""
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return torch.clamp_min(x, 0.0)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return torch.clamp(g * (x >= 0).to(g.dtype), -1.0, 1.0)
+
+
+class ScaledTanhUnscaled(torch.autograd.Function):
+    """Forgets the 0.5: tanh's true gradient."""
+    @staticmethod
+    def forward(ctx, x):
+        y = torch.tanh(x)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        return g * (1 - y * y)
+
+
+# --- log1pexp, safe_norm, scaled ------------------------------------------------------------
+
+def log1pexp_plain_autodiff(x):
+    """The formula without the custom rule: autodiff divides inf by inf at x = 1000 (NaN)."""
+    return torch.log(1.0 + torch.exp(x))
+
+
+class SafeNormUnguarded(torch.autograd.Function):
+    """x / norm without the where: 0 / 0 = NaN at the origin."""
+    @staticmethod
+    def forward(ctx, x):
+        n = torch.sqrt(torch.sum(x * x))
+        ctx.save_for_backward(x, n)
+        ctx.save_for_forward(x, n)
+        return n
+
+    @staticmethod
+    def backward(ctx, g):
+        x, n = ctx.saved_tensors
+        return g * x / n
+
+    @staticmethod
+    def jvp(ctx, t):
+        x, n = ctx.saved_tensors
+        return torch.sum(x * t) / torch.where(n == 0, torch.ones_like(n), n)
+
+
+class SafeNormNoJvp(torch.autograd.Function):
+    """Only the reverse rule: forward mode has nothing to run."""
+    @staticmethod
+    def forward(ctx, x):
+        n = torch.sqrt(torch.sum(x * x))
+        ctx.save_for_backward(x, n)
+        return n
+
+    @staticmethod
+    def backward(ctx, g):
+        x, n = ctx.saved_tensors
+        return g * x / torch.where(n == 0, torch.ones_like(n), n)
+
+
+class SafeNormJvpUnnormalized(torch.autograd.Function):
+    """The forward rule forgets to divide by the norm; the reverse rule is right."""
+    @staticmethod
+    def forward(ctx, x):
+        n = torch.sqrt(torch.sum(x * x))
+        ctx.save_for_backward(x, n)
+        ctx.save_for_forward(x, n)
+        return n
+
+    @staticmethod
+    def backward(ctx, g):
+        x, n = ctx.saved_tensors
+        return g * x / torch.where(n == 0, torch.ones_like(n), n)
+
+    @staticmethod
+    def jvp(ctx, t):
+        x, _ = ctx.saved_tensors
+        return torch.sum(x * t)
+
+
+class ScaledGradForK(torch.autograd.Function):
+    """Returns the true derivative for the setting k instead of None."""
+    @staticmethod
+    def forward(ctx, k, x):
+        ctx.save_for_backward(k, x)
+        return k * x
+
+    @staticmethod
+    def backward(ctx, g):
+        k, x = ctx.saved_tensors
+        return (g * x).sum(), k * g
+
+
+class ScaledForgetsK(torch.autograd.Function):
+    """Passes g through unscaled."""
+    @staticmethod
+    def forward(ctx, k, x):
+        return k * x
+
+    @staticmethod
+    def backward(ctx, g):
+        return None, g
+
+
+# --- linear_vjp, softmax_cross_entropy ------------------------------------------------------
+
+class LinearNoBiasGrad(torch.autograd.Function):
+    """Returns None for b: the bias never learns."""
+    @staticmethod
+    def forward(ctx, W, x, b):
+        ctx.save_for_backward(W, x)
+        return W @ x + b
+
+    @staticmethod
+    def backward(ctx, g):
+        W, x = ctx.saved_tensors
+        return torch.outer(g, x), W.T @ g, None
+
+
+class LinearUntransposed(torch.autograd.Function):
+    """W g instead of W^T g: same shape for a square W, wrong numbers."""
+    @staticmethod
+    def forward(ctx, W, x, b):
+        ctx.save_for_backward(W, x)
+        return W @ x + b
+
+    @staticmethod
+    def backward(ctx, g):
+        W, x = ctx.saved_tensors
+        return torch.outer(g, x), W @ g, g
+
+
+def softmax_ce_naive(logits, labels):
+    """exp without the max shift: exp(1e4) = inf, inf / inf = NaN."""
+    p = torch.exp(logits) / torch.exp(logits).sum(-1, keepdim=True)
+    return -(labels * torch.log(p)).sum(-1)
+
+
+class SoftmaxCEGradToLabels(torch.autograd.Function):
+    """Returns -g log p for the labels instead of None."""
+    @staticmethod
+    def forward(ctx, logits, labels):
+        log_p = torch.log_softmax(logits, dim=-1)
+        ctx.save_for_backward(log_p, labels)
+        return -(labels * log_p).sum(-1)
+
+    @staticmethod
+    def backward(ctx, g):
+        log_p, labels = ctx.saved_tensors
+        return g[..., None] * (log_p.exp() - labels), -g[..., None] * log_p
+
+
+class SoftmaxCEMissingY(torch.autograd.Function):
+    """Returns p instead of p - y."""
+    @staticmethod
+    def forward(ctx, logits, labels):
+        log_p = torch.log_softmax(logits, dim=-1)
+        ctx.save_for_backward(log_p)
+        return -(labels * log_p).sum(-1)
+
+    @staticmethod
+    def backward(ctx, g):
+        (log_p,) = ctx.saved_tensors
+        return g[..., None] * log_p.exp(), None
+
+
+# --- fourier_half, clamp_ste ----------------------------------------------------------------
+
+class FourierRfft(nn.Module):
+    """rfft keeps n // 2 + 1 coefficients: one more than half."""
+    def forward(self, X):
+        return torch.fft.rfft(X, dim=-1)
+
+
+class FourierDouble(nn.Module):
+    """Transforms in float64: complex128 output for float32 input."""
+    def forward(self, X):
+        return torch.fft.fft(X.double(), dim=-1)[..., : X.shape[-1] // 2]
+
+
+class ClampSTEInclusive(torch.autograd.Function):
+    """lo <= X <= hi: passes the gradient on the boundary, as the native clamp does."""
+    @staticmethod
+    def forward(ctx, X, lo, hi):
+        ctx.save_for_backward(X, lo, hi)
+        return X.clamp(lo, hi)
+
+    @staticmethod
+    def backward(ctx, g):
+        X, lo, hi = ctx.saved_tensors
+        return g * ((X >= lo) & (X <= hi)).to(g.dtype), None, None
+
+
+class ClampSTEGradToBounds(torch.autograd.Function):
+    """Also returns gradients for the bounds lo and hi, which the contract says get none."""
+    @staticmethod
+    def forward(ctx, X, lo, hi):
+        ctx.save_for_backward(X, lo, hi)
+        return X.clamp(lo, hi)
+
+    @staticmethod
+    def backward(ctx, g):
+        X, lo, hi = ctx.saved_tensors
+        inside = ((X > lo) & (X < hi)).to(g.dtype)
+        return g * inside, (g * (X <= lo)).sum(), (g * (X >= hi)).sum()
+
+
+# --- rmsnorm_bias ----------------------------------------------------------------------------
+
+class BiasAlwaysCreated(nn.Module):
+    """Creates the bias whatever the flag says (and only uses it when asked): the saved state
+    does not change shape, so a bias-free checkpoint is indistinguishable."""
+    def __init__(self, d, eps=1e-6, bias=False):
+        super().__init__()
+        self.gain = nn.Parameter(torch.ones(d))
+        self.bias = nn.Parameter(torch.zeros(d))
+        self.use_bias = bias
+        self.eps = eps
+
+    def forward(self, X):
+        Y = self.gain * X * X.pow(2).mean(-1, keepdim=True).add(self.eps).rsqrt()
+        return Y + self.bias if self.use_bias else Y
+
+
+class BiasTolerantLoad(_RMSNormBias):
+    """"Backward compatibility": fills a missing bias with zeros, so a checkpoint saved without
+    it loads silently under strict=True."""
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        if self.bias is not None and prefix + "bias" not in state_dict:
+            state_dict[prefix + "bias"] = torch.zeros_like(self.bias)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+
+class BiasBeforeScale(_RMSNormBias):
+    """(x * r + bias) * gain: the shift applied before the scale."""
+    def forward(self, X):
+        rms = X.pow(2).mean(-1, keepdim=True).add(self.eps).rsqrt()
+        return self.gain * (X * rms + (0 if self.bias is None else self.bias))
+
+
+# --- dropout ---------------------------------------------------------------------------------
+
+def _drop(X, p):
+    return X * (torch.rand_like(X) >= p).to(X.dtype) / (1.0 - p)
+
+
+class DropoutOwnFlag(nn.Module):
+    """Consults its own flag, set once in __init__: .eval() on a container never reaches it."""
+    def __init__(self, p=0.5):
+        super().__init__()
+        self.p = p
+        self.is_training = True
+
+    def forward(self, X):
+        return _drop(X, self.p) if self.is_training else X
+
+
+class DropoutGradFlag(nn.Module):
+    """Takes 'gradients are on' for 'training': .eval() does not turn autograd off."""
+    def __init__(self, p=0.5):
+        super().__init__()
+        self.p = p
+
+    def forward(self, X):
+        return _drop(X, self.p) if torch.is_grad_enabled() else X
+
+
+class DropoutKeepsP(nn.Module):
+    """Keeps with probability p instead of dropping with it."""
+    def __init__(self, p=0.5):
+        super().__init__()
+        self.p = p
+
+    def forward(self, X):
+        if not self.training:
+            return X
+        return X * (torch.rand_like(X) < self.p).to(X.dtype) / self.p
+
+
+class DropoutNoRescale(nn.Module):
+    """Zeroes but does not rescale the survivors: the expected activation shrinks in training."""
+    def __init__(self, p=0.5):
+        super().__init__()
+        self.p = p
+
+    def forward(self, X):
+        if not self.training:
+            return X
+        return X * (torch.rand_like(X) >= self.p).to(X.dtype)
+
+
+class DropoutFixedMask(nn.Module):
+    """Draws the mask once, at the first call, and reuses it."""
+    def __init__(self, p=0.5):
+        super().__init__()
+        self.p = p
+        self.mask = None
+
+    def forward(self, X):
+        if not self.training:
+            return X
+        if self.mask is None or self.mask.shape != X.shape:
+            self.mask = (torch.rand_like(X) >= self.p).to(X.dtype)
+        return X * self.mask / (1.0 - self.p)
+
+
+# --- checkpointed_tanh_stack -----------------------------------------------------------------
+
+class CheckpointStaleWeights(nn.Module):
+    """The checkpointed step reads its weight from an attribute that forward rebinds after the
+    stack: the recomputation during backward runs with other weights than forward did."""
+    def __init__(self, d, depth=4):
+        super().__init__()
+        self.w = nn.Parameter(torch.linspace(-0.5, 0.5, d * d, dtype=torch.float64).reshape(d, d).float())
+        self.b = nn.Parameter(torch.zeros(d))
+        self.depth = depth
+        self.w_now = None
+
+    def _step(self, h):
+        return torch.tanh(h @ self.w_now + self.b)
+
+    def forward(self, h):
+        self.w_now = self.w * 1.0
+        for _ in range(self.depth):
+            h = checkpoint(self._step, h, use_reentrant=False)
+        self.w_now = self.w * 0.5  # "decayed" for the next call: backward recomputes with this
+        return h
+
+
+# --- properties: centered, causal_mask -------------------------------------------------------
+
+class CenteredMedian(nn.Module):
+    """Centers on the median, a robust statistic: the mean of the output is not zero."""
+    def forward(self, X):
+        return X - X.median()
+
+
+class MaskDiagonal(nn.Module):
+    """triu(ones, 0): masks the diagonal too, so a query cannot see its own position."""
+    def __init__(self, max_len):
+        super().__init__()
+        self.register_buffer("mask", torch.triu(torch.ones(max_len, max_len, dtype=torch.bool), 0))
+
+    def forward(self, scores):
+        T = scores.shape[-1]
+        return scores.masked_fill(self.mask[:T, :T], float("-inf"))
+
+
+M = "tests.mutants.torch_contracts"
+MUTANTS = [
+    Mutant("torch", "sign_ste", f"{M}:sign_plain", "gradients", "backward rule never ran"),
+    Mutant("torch", "sign_ste", f"{M}:SignHardtanhSTE", "gradients", "gradient for 'x' in the worked example"),
+    Mutant("torch", "clipped_relu_grad", f"{M}:ClippedReLUNoClip", "gradients",
+           "in the worked example: large upstream gradients are clipped"),
+    Mutant("torch", "clipped_relu_grad", f"{M}:ClippedReLUGradAtZero", "gradients", "at index (3,)"),
+    Mutant("torch", "scaled_tanh", f"{M}:ScaledTanhUnscaled", "gradients", "2x the expected one everywhere"),
+    Mutant("torch", "log1pexp", f"{M}:log1pexp_plain_autodiff", "gradients", "NaN"),
+    Mutant("torch", "safe_norm", f"{M}:SafeNormUnguarded", "gradients", "at 0: [0, 0, 0] instead of NaN"),
+    Mutant("torch", "safe_norm", f"{M}:SafeNormNoJvp", "forward_mode", "must implement the jvp function"),
+    Mutant("torch", "safe_norm", f"{M}:SafeNormJvpUnnormalized", "forward_mode", "output tangent vs the reference's J t"),
+    Mutant("torch", "scaled", f"{M}:ScaledGradForK", "gradients", "non-differentiable input 'k'"),
+    Mutant("torch", "scaled", f"{M}:ScaledForgetsK", "gradients", "the backward rule is scaled wrongly"),
+    Mutant("torch", "linear_vjp", f"{M}:LinearNoBiasGrad", "gradients", "no gradient reached 'b'"),
+    Mutant("torch", "linear_vjp", f"{M}:LinearUntransposed", "gradients", "gradient for input 'x' (case 'square')"),
+    Mutant("torch", "softmax_cross_entropy", f"{M}:softmax_ce_naive", "values", "NaN"),
+    Mutant("torch", "softmax_cross_entropy", f"{M}:SoftmaxCEGradToLabels", "gradients",
+           "non-differentiable input 'labels'"),
+    Mutant("torch", "softmax_cross_entropy", f"{M}:SoftmaxCEMissingY", "gradients", "gradient for input 'logits'"),
+    Mutant("torch", "fourier_half", f"{M}:FourierRfft", "values", "output shape [4, 9], expected [4, 8]"),
+    Mutant("torch", "fourier_half", f"{M}:FourierDouble", "values", "dtype complex128, expected complex64"),
+    Mutant("torch", "clamp_ste", f"{M}:ClampSTEInclusive", "gradients", "input 'X' (case 'boundary')"),
+    Mutant("torch", "clamp_ste", f"{M}:ClampSTEGradToBounds", "gradients", "non-differentiable input 'lo'"),
+    Mutant("torch", "rmsnorm_bias", f"{M}:BiasAlwaysCreated", "strict_loading", "it grows by nothing"),
+    Mutant("torch", "rmsnorm_bias", f"{M}:BiasTolerantLoad", "strict_loading",
+           "loaded strictly into the layer without an error"),
+    Mutant("torch", "rmsnorm_bias", f"{M}:BiasBeforeScale", "values", "case 'random': mismatched elements"),
+    Mutant("torch", "dropout", f"{M}:DropoutOwnFlag", "modes", "in evaluation mode, switched on the enclosing container"),
+    Mutant("torch", "dropout", f"{M}:DropoutGradFlag", "modes", "in evaluation mode, switched on the enclosing container"),
+    Mutant("torch", "dropout", f"{M}:DropoutKeepsP", "modes", "(Hoeffding bound, false-alarm probability 1e-09)"),
+    Mutant("torch", "dropout", f"{M}:DropoutNoRescale", "modes", "surviving entries are scaled by 1, expected"),
+    Mutant("torch", "dropout", f"{M}:DropoutFixedMask", "modes", "not drawn afresh per call"),
+    Mutant("torch", "checkpointed_tanh_stack", f"{M}:CheckpointStaleWeights", "gradients", "gradient for slot 'w'"),
+    Mutant("torch", "centered", f"{M}:CenteredMedian", "properties", "property mean_zero"),
+    Mutant("torch", "rmsnorm", "tests.mutants.torch_mutants:EpsOutsideSqrt", "properties", "property mean_square"),
+    Mutant("torch", "causal_mask", f"{M}:MaskDiagonal", "properties", "on the diagonal changed"),
+]

@@ -1,0 +1,196 @@
+"""The JAX / Flax NNX adapter: what the mutant catalogue cannot show on its own."""
+import numpy as np
+import pytest
+
+pytest.importorskip("flax")
+
+from harness.adapters import get_adapter  # noqa: E402
+from harness.contract import bundled_contracts, load_contract  # noqa: E402
+from harness.runner import check_all  # noqa: E402
+
+ADAPTER = get_adapter("jax")  # before any JAX operation: asks for the second host device
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+from flax import nnx  # noqa: E402
+
+from reference_impls.jax import round_ste as ste  # noqa: E402
+from reference_impls.jax.causal_mask import Buffer  # noqa: E402
+from reference_impls.jax.rmsnorm import RMSNorm  # noqa: E402
+
+
+def contract(name):
+    return load_contract(bundled_contracts()[name])
+
+
+def test_stop_gradient_ste_agrees_with_custom_vjp():
+    """X + stop_gradient(round(X) - X) is the same estimator: both pass, with equal values and gradients."""
+    c = contract("round_ste")
+    for impl in (ste.round_ste, ste.round_ste_stop_gradient):
+        records = check_all(c, impl, "jax", checks=["values", "gradients"])
+        assert {k: r["outcome"] for k, r in records.items()} == {"values": "passed", "gradients": "passed"}, records
+    w = np.random.default_rng(0).normal(scale=3.0, size=(4, 6)).astype(np.float32)
+    ct = np.random.default_rng(1).normal(size=w.shape)
+    out_a, (g_a,), _ = ADAPTER.vjp(ste.round_ste, None, [w], [0], ct)
+    out_b, (g_b,), _ = ADAPTER.vjp(ste.round_ste_stop_gradient, None, [w], [0], ct)
+    assert np.array_equal(ADAPTER.numpy(out_a), ADAPTER.numpy(out_b))
+    assert np.array_equal(ADAPTER.numpy(g_a), ADAPTER.numpy(g_b))
+    assert np.array_equal(ADAPTER.numpy(g_a), ct.astype(np.float32))
+
+
+class RMSNormWithRngs(nnx.Module):
+    """A constructor that needs rngs (the contract cannot name them), and RNG state that is not saved."""
+    def __init__(self, d, eps=1e-6, *, rngs):
+        self.gain = nnx.Param(jnp.ones(d))
+        self.drop = nnx.Dropout(0.5, rngs=rngs)
+        self.eps = eps
+
+    def __call__(self, X):
+        return self.drop(self.gain[...] * X / jnp.sqrt((X ** 2).mean(-1, keepdims=True) + self.eps))
+
+
+def test_rngs_are_supplied_and_rng_state_is_left_out():
+    records = check_all(contract("rmsnorm"), RMSNormWithRngs, "jax")
+    assert all(r["outcome"] in ("passed", "skipped") for r in records.values()), records
+    layer = ADAPTER.construct(RMSNormWithRngs, {"d": 8, "eps": 1e-6})
+    assert set(ADAPTER.trainable(layer)) == {"gain"} and ADAPTER.non_trainable(layer) == {}
+    assert set(ADAPTER.serialized_state(layer)) == {"gain"}
+
+
+def test_native_rmsnorm_gets_rngs_and_agrees():
+    records = check_all(contract("rmsnorm"), RMSNorm, "jax", checks=["native"])
+    assert records["native"]["outcome"] == "passed", records
+    assert records["native"]["details"]["max_abs_error"] < 1e-6
+
+
+def test_round_trip_is_strict():
+    small, wide = ADAPTER.construct(RMSNorm, {"d": 4}), ADAPTER.construct(RMSNorm, {"d": 8})
+    with pytest.raises(ValueError, match="does not fit"):
+        ADAPTER.round_trip(small, wide)
+
+    class Two(nnx.Module):
+        def __init__(self):
+            self.gain = nnx.Param(jnp.ones(4))
+            self.bias = nnx.Param(jnp.zeros(4))
+    with pytest.raises(ValueError):
+        ADAPTER.round_trip(Two(), small)  # a key the target lacks
+    with pytest.raises(ValueError):
+        ADAPTER.round_trip(small, Two())  # a key the saved state lacks
+
+
+def test_non_trainable_state_gets_no_gradient_and_names_are_paths():
+    class Net(nnx.Module):
+        def __init__(self):
+            self.layers = nnx.List([RMSNorm(4), RMSNorm(4)])
+            self.scale = Buffer(jnp.full(4, 2.0))
+
+        def __call__(self, X):
+            return self.layers[1](self.layers[0](X)) * self.scale[...]
+
+    net = Net()
+    x = np.random.default_rng(0).normal(size=(3, 4)).astype(np.float32)
+    _, (gx,), grads = ADAPTER.vjp(net, net, [x], [0], np.ones((3, 4)))
+    assert set(grads) == {"layers.0.gain", "layers.1.gain", "scale"}
+    assert grads["scale"] is None and grads["layers.1.gain"].shape == (4,) and gx.shape == (3, 4)
+
+
+def test_finite_differences_run_in_float64_without_leaving_x64_on():
+    before = jax.config.jax_enable_x64
+    records = check_all(contract("rmsnorm"), RMSNorm, "jax", checks=["gradients"])
+    assert records["gradients"]["outcome"] == "passed"
+    assert "notes" not in records["gradients"].get("details", {}), records  # not skipped
+    assert jax.config.jax_enable_x64 == before
+    layer64 = ADAPTER.to_float64(ADAPTER.construct(RMSNorm, {"d": 8}))
+    assert ADAPTER.dtype_name(ADAPTER.trainable(layer64)["gain"]) == "float64"
+
+
+def test_two_host_devices_and_a_real_move():
+    assert ADAPTER.cpu_device == "cpu:0" and "cpu:1" in ADAPTER.devices()
+    layer = ADAPTER.construct(RMSNorm, {"d": 8})
+    moved = ADAPTER.move(layer, "cpu:1")
+    assert ADAPTER.device_of(ADAPTER.trainable(moved)["gain"]) == "cpu:1"
+    out = ADAPTER.call(moved, [np.ones((2, 8), np.float32)], device="cpu:1")
+    assert ADAPTER.device_of(out) == "cpu:1"
+
+
+def test_raw_arrays_in_containers_are_untracked():
+    class Loose(nnx.Module):
+        def __init__(self):
+            self.gain = nnx.Param(jnp.ones(3))
+            self.extra = nnx.data([jnp.zeros(2)])
+            self.table = jnp.zeros((2, 2))
+
+    assert ADAPTER.untracked(Loose()) == {"extra[0]": "jax array [2]", "table": "jax array [2, 2]"}
+
+
+def test_owns():
+    assert ADAPTER.owns(RMSNorm) and ADAPTER.owns(RMSNorm(2)) and ADAPTER.owns(ste.round_ste)
+    assert ADAPTER.owns(ste.round_ste_stop_gradient)  # a plain function that names jax
+    assert ADAPTER.owns(jax.jit(jnp.round))
+    assert not ADAPTER.owns(np.round) and not ADAPTER.owns(lambda x: x) and not ADAPTER.owns(int)
+
+
+class Dropout(nnx.Module):
+    """Dropout from scratch that follows NNX's switch: Module.eval() sets `deterministic`."""
+    def __init__(self, p, *, rngs):
+        self.p, self.deterministic, self.rngs = p, False, rngs
+
+    def __call__(self, X):
+        if self.deterministic:
+            return X
+        keep = jax.random.bernoulli(self.rngs.dropout(), 1 - self.p, X.shape)
+        return jnp.where(keep, X / (1 - self.p), 0.0)
+
+
+class RMSNormBias(nnx.Module):
+    def __init__(self, d, eps=1e-6, bias=True):
+        self.gain = nnx.Param(jnp.ones(d))
+        self.bias = nnx.Param(jnp.zeros(d)) if bias else None
+        self.eps = eps
+
+    def __call__(self, X):
+        y = self.gain[...] * X / jnp.sqrt((X ** 2).mean(-1, keepdims=True) + self.eps)
+        return y if self.bias is None else y + self.bias[...]
+
+
+@jax.custom_jvp
+def safe_norm(x):
+    return jnp.sqrt(jnp.sum(x ** 2))
+
+
+@safe_norm.defjvp
+def _safe_norm_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    n = safe_norm(x)
+    return n, jnp.sum(x * t) / jnp.where(n == 0, 1.0, n)
+
+
+@pytest.mark.parametrize("name,impl,check", [("dropout", Dropout, "modes"), ("dropout", Dropout, "native"),
+                                             ("rmsnorm_bias", RMSNormBias, "strict_loading"),
+                                             ("safe_norm", safe_norm, "forward_mode")])
+def test_nest_seed_load_state_and_jvp(name, impl, check):
+    if name not in bundled_contracts():
+        pytest.skip(f"no bundled {name} contract")
+    rec = check_all(contract(name), impl, "jax", checks=[check])[check]
+    assert rec["outcome"] == "passed", rec
+
+
+def test_non_strict_load_keeps_what_is_missing():
+    full = ADAPTER.construct(RMSNormBias, {"d": 4})
+    small = ADAPTER.construct(RMSNormBias, {"d": 4, "bias": False})
+    ADAPTER.assign(small, "gain", np.full(4, 3.0))
+    ADAPTER.load_state(full, ADAPTER.export_state(small), strict=False)
+    assert ADAPTER.numpy(full.gain).tolist() == [3.0] * 4 and ADAPTER.numpy(full.bias).tolist() == [0.0] * 4
+    with pytest.raises(ValueError, match="bias"):
+        ADAPTER.load_state(ADAPTER.construct(RMSNormBias, {"d": 4}), ADAPTER.export_state(small), strict=True)
+
+
+class SwitchesX64On(RMSNorm):
+    def __call__(self, X):
+        jax.config.update("jax_enable_x64", True)  # a global switch a layer must not leave behind
+        return super().__call__(X)
+
+
+def test_global_x64_switch_is_restored_and_reported():
+    rec = check_all(contract("rmsnorm"), SwitchesX64On, "jax", checks=["values"])["values"]
+    assert jax.config.jax_enable_x64 is False
+    assert "jax x64" in " ".join(rec["details"]["global_state"]), rec

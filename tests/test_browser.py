@@ -1,0 +1,143 @@
+"""The HTML report in a real headless Chromium: it renders, a cell opens its details, filters (and the
+URL fragment) change what is shown, and hostile text from a layer stays text."""
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from harness.gate import compare
+from harness.report import write_html
+from tests.test_report import HOSTILE, SCRIPT_BREAK, sample_baseline, sample_doc
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+FLAGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]
+
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (Debian: apt-get install chromium "
+                                                          "chromium-driver); the browser tests need a real browser")
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    doc, base = sample_doc(), sample_baseline()
+    path = tmp_path_factory.mktemp("report") / "conformance.html"
+    write_html(path, doc, comparison=compare(base["results"], doc["results"]), baseline_name="old.json")
+    return path
+
+
+def test_matrix_renders_from_disk(report, tmp_path):
+    dom = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path}", "--dump-dom", report.as_uri()],
+                         capture_output=True, text=True, timeout=120).stdout
+    assert 'data-ready="1"' in dom, "the page script did not finish"
+    cells = re.findall(r'<button class="cell ([^"]+)"', dom)
+    assert len(cells) == 4, cells           # centered: torch/cpu, torch/cuda; rmsnorm: jax/cpu, torch/cpu
+    assert any("s-error" in c and "regressed" in c for c in cells)
+    assert "<img" not in dom and "&lt;img src=x onerror=" in dom   # the hostile command line, as text
+
+
+# --- interaction through selenium and the system chromedriver ------------------------------------
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install -e .[test])")
+    if CHROMEDRIVER is None:
+        pytest.skip("no chromedriver on PATH (Debian: apt-get install chromium-driver)")
+    from selenium.webdriver.chrome.service import Service
+    os.environ.setdefault("SE_OFFLINE", "true")   # never let selenium fetch a browser or a driver
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in FLAGS + ["--window-size=1280,1000", f"--user-data-dir={tmp_path_factory.mktemp('chrome')}"]:
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    yield driver
+    driver.quit()
+
+
+def _open(browser, report, fragment=""):
+    browser.get(report.as_uri() + fragment)
+    assert browser.execute_script("return document.documentElement.dataset.ready") == "1"
+
+
+def _cells(browser):
+    from selenium.webdriver.common.by import By
+    return browser.find_elements(By.CSS_SELECTOR, "#matrix button.cell")
+
+
+def _cell(browser, contract, framework, device):
+    from selenium.webdriver.common.by import By
+    return browser.find_element(By.CSS_SELECTOR, f'#matrix button.cell[data-key^=\'["{contract}",\'][data-key$=\'"{framework}","{device}"]\']')
+
+
+def test_a_cell_opens_its_checks(browser, report):
+    from selenium.webdriver.common.by import By
+    _open(browser, report)
+    details = browser.find_element(By.ID, "details")
+    assert not details.is_displayed()
+    cell = _cell(browser, "centered", "torch", "cpu")
+    assert cell.text.startswith("! ERROR 1/5")     # readable without colour: symbol, word, passed/total
+    cell.click()
+    assert details.is_displayed()
+    rows = {r.get_attribute("data-check"): r for r in details.find_elements(By.CSS_SELECTOR, "tr.check-row")}
+    assert set(rows) == {"parameters", "serialization", "devices", "values", "gradients"}
+    values = rows["values"].text
+    assert "FAIL" in values and "newly failing (was passed)" in values
+    assert "largest error\n0.5" in values and "rtol\n1.3e-06" in values and "atol\n0.0001" in values
+    assert "pytest --contract centered --impl mypkg.layers:Centered --framework torch --check values" in values
+    assert "expected failure: upstream bug" in rows["gradients"].text and "xfail" in rows["gradients"].text
+    assert "open=" in browser.current_url       # the open cell is part of the link
+    browser.find_element(By.ID, "details-close").click()
+    assert not details.is_displayed()
+
+
+def test_filters_change_the_matrix_and_live_in_the_fragment(browser, report):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+    _open(browser, report)
+    assert len(_cells(browser)) == 4
+    Select(browser.find_element(By.ID, "f-framework")).select_by_value("jax")
+    assert len(_cells(browser)) == 1 and "framework=jax" in browser.current_url
+    assert browser.find_element(By.ID, "f-count").text == "4 of 14 checks shown"
+    browser.find_element(By.ID, "f-reset").click()
+    browser.find_element(By.ID, "f-status-passed").click()      # hide passing checks
+    assert "outcome=" in browser.current_url and "passed" not in browser.current_url.split("outcome=")[1]
+    search = browser.find_element(By.ID, "f-q")
+    search.send_keys("serialization")
+    assert len(_cells(browser)) == 1 and browser.find_element(By.ID, "f-count").text == "1 of 14 checks shown"
+
+    # a linked view: only failures and errors, the torch/cpu cell open
+    _open(browser, report, "#outcome=failed,error&device=cpu")
+    cells = _cells(browser)
+    assert len(cells) == 1 and cells[0].text.startswith("! ERROR 0/3")
+    assert not browser.find_element(By.ID, "f-status-passed").is_selected()
+    assert browser.find_element(By.ID, "f-status-failed").is_selected()
+    assert Select(browser.find_element(By.ID, "f-device")).first_selected_option.text == "cpu"
+    # editing the fragment by hand re-renders too
+    browser.execute_script("location.hash = 'contract=rmsnorm'")
+    assert [c.get_attribute("data-key").split(",")[0] for c in _cells(browser)] == ['["rmsnorm"', '["rmsnorm"']
+
+
+def test_hostile_text_is_shown_as_text_and_never_runs(browser, report):
+    from selenium.webdriver.common.by import By
+    _open(browser, report)
+    _cell(browser, "centered", "torch", "cpu").click()
+    row = browser.find_element(By.CSS_SELECTOR, '#details tr[data-check="devices"]')
+    assert row.find_element(By.CSS_SELECTOR, "pre.msg").text == HOSTILE + SCRIPT_BREAK
+    assert browser.execute_script("return document.querySelectorAll('img, iframe').length") == 0
+    assert browser.execute_script("return document.scripts.length") == 2
+    assert browser.execute_script("return window.__pwned === undefined")
+    # an expectations link that is not a web link stays text
+    assert browser.execute_script("return document.querySelectorAll('a[href^=\"javascript\"]').length") == 0
+    assert "javascript:alert(1)" in browser.find_element(By.CSS_SELECTOR, '#details tr[data-check="gradients"]').text
+    prov = browser.find_element(By.ID, "prov").text
+    assert HOSTILE in prov and "seed 7" in prov.replace("\n", " ")
+
+
+def test_the_baseline_diff_is_shown(browser, report):
+    from selenium.webdriver.common.by import By
+    _open(browser, report)
+    text = browser.find_element(By.ID, "baseline").text
+    assert "2 newly failing, 0 newly passing, 2 unchanged failing" in text and "3 regression(s)" in text
+    assert "no longer run" in text and "composition" in text

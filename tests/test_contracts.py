@@ -1,0 +1,133 @@
+"""A broken contract gets a clear answer: every problem at once, each with file, line and field,
+from the loader API and from the command line (exit code 3, no traceback).
+
+Each fixture in tests/hostile_contracts/ states what it must produce in its header:
+``# expect: LINE: FIELD: MESSAGE-FRAGMENT`` (``# expect[torch]:`` only where torch is installed).
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import adapters
+from harness.checks import CHECKS
+from harness.contract import (CHECK_IDS, SCHEMA_PATH, Contract, ContractError, ContractNotFound,
+                              bundled_contracts, find_contract, load_contract)
+
+ROOT = Path(__file__).resolve().parent.parent
+HOSTILE = Path(__file__).resolve().parent / "hostile_contracts"
+EXPECT = re.compile(r"^# expect(?:\[(\w+)\])?: (\d+): (.+?): (.+)$")
+HAS_TORCH = adapters.installed("torch")
+
+
+def _expectations(path: Path) -> list[tuple[int, str, str]]:
+    out = []
+    for line in path.read_text().splitlines():
+        m = EXPECT.match(line)
+        if m and (m.group(1) is None or adapters.installed(m.group(1))):
+            out.append((int(m.group(2)), m.group(3), m.group(4)))
+    return out
+
+
+FIXTURES = sorted(p for p in HOSTILE.glob("*.yaml") if _expectations(p))
+
+
+def test_every_bundled_contract_loads():
+    for name, path in bundled_contracts().items():
+        assert isinstance(load_contract(path), Contract), name
+
+
+def test_every_check_can_be_named_in_a_contract():
+    schema = json.loads(SCHEMA_PATH.read_text())
+    assert CHECK_IDS == tuple(schema["$defs"]["check_id"]["enum"])
+    assert set(CHECKS) <= set(CHECK_IDS), set(CHECKS) - set(CHECK_IDS)
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=[p.stem for p in FIXTURES])
+def test_hostile_contract_lists_every_problem(path, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)  # a YAML tag that ran a command would leave its file here
+    expected = _expectations(path)
+    with pytest.raises(ContractError) as info:
+        load_contract(path)
+    exc = info.value
+    assert exc.__cause__ is None and (exc.__context__ is None or exc.__suppress_context__)  # nothing chained
+    got = [(line, fld, msg) for line, fld, msg in exc.problems]
+    assert len(got) == len(expected), f"expected {len(expected)} problems, got:\n{exc}"
+    text = str(exc)
+    assert text.startswith(f"invalid contract ({len(expected)} problem")
+    for line, fld, fragment in expected:
+        assert any(g[0] == line and g[1] == fld and fragment in g[2] for g in got), \
+            f"no problem at line {line}, field {fld} containing {fragment!r}:\n{exc}"
+        assert f"{path}:{line}: {fld}: " in text
+    assert not list(tmp_path.iterdir()), "loading the contract had a side effect"
+
+
+def test_a_file_that_is_not_text_or_not_there(tmp_path):
+    latin1 = tmp_path / "latin1.yaml"
+    latin1.write_bytes(b"name: rmsnorm\ndescription: caf\xe9\n")
+    with pytest.raises(ContractError, match=r"latin1.yaml:2: \(file\): not UTF-8 text"):
+        load_contract(latin1)
+    with pytest.raises(ContractError, match=r"cannot read"):
+        load_contract(HOSTILE)  # a directory
+    with pytest.raises(ContractNotFound, match="no such contract file"):
+        find_contract(str(HOSTILE / "missing.yaml"))
+    with pytest.raises(ContractNotFound, match="known: .*rmsnorm"):
+        find_contract("rmsnrom")
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="needs torch")
+def test_missing_native_class_is_reported_by_the_native_check_with_file_and_line():
+    from harness.runner import context_for, run_check
+    from harness.targets import resolve_impl
+    path = HOSTILE / "native_class_missing.yaml"
+    contract = load_contract(path)  # torch exists: whether torch.nn has the class needs an import
+    rec = run_check(context_for(contract, resolve_impl("reference_impls.torch.rmsnorm:IMPL"), "torch"), "native")
+    assert rec["outcome"] == "failed"
+    assert "torch.nn.RMSNormm" in rec["message"] and f"{path}:{contract.line('native', 'torch', 'class')}" \
+        in rec["message"], rec["message"]
+
+
+# --- the command line: a few subprocess runs (each ~2 s) ----------------------------------
+
+def _pytest(*args, cwd=ROOT):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="needs torch")
+def test_cli_broken_contract_exits_3_with_every_problem_and_no_traceback():
+    path = HOSTILE / "three_problems.yaml"
+    proc = _pytest("--contract", str(path), "--impl", "reference_impls.torch.rmsnorm:IMPL")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 3, out
+    assert "Traceback" not in out
+    for line, fld, fragment in _expectations(path):
+        assert f"{path}:{line}: {fld}: " in out and fragment in out, out
+
+
+def test_cli_every_broken_contract_is_reported_before_collection(tmp_path):
+    # Two broken contracts in one run, one of them hostile: both reported, nothing collected or run.
+    bindings = tmp_path / "bindings.yaml"
+    bindings.write_text(
+        f"- {{contract: {HOSTILE / 'python_tag.yaml'}, impl: 'reference_impls.torch.centered:IMPL', framework: torch}}\n"
+        f"- {{contract: {HOSTILE / 'negative_tolerances.yaml'}, impl: 'reference_impls.torch.centered:IMPL', "
+        f"framework: torch}}\n")
+    proc = _pytest("--bindings", str(bindings), cwd=tmp_path)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 3, out
+    assert "Traceback" not in out and "collected" not in out
+    assert "python_tag.yaml:5: name: refused YAML tag '!!python/object/apply:os.system'" in out
+    assert "negative_tolerances.yaml:16: tolerances.checks.values.float64.rtol: nan is not a finite number" in out
+    assert not (tmp_path / "HOSTILE_TAG_RAN").exists()
+
+
+def test_cli_unknown_contract_name_is_a_usage_error():
+    proc = _pytest("--contract", "rmsnrom", "--framework", "torch")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 4, out
+    assert "no bundled contract named 'rmsnrom'" in out and "Traceback" not in out

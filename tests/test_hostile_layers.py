@@ -1,0 +1,89 @@
+"""A user layer cannot take the run down: it fails the checks it breaks, with a message that says how."""
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from harness.contract import bundled_contracts, load_contract  # noqa: E402
+from harness.runner import check_all, run_check, context_for  # noqa: E402
+from tests.hostile import torch_hostile as H  # noqa: E402
+
+ROOT = str(__import__("pathlib").Path(__file__).resolve().parent.parent)
+RMSNORM = load_contract(bundled_contracts()["rmsnorm"])
+
+
+def run(impl, check, **kw):
+    return run_check(context_for(RMSNORM, impl, "torch"), check, **kw)
+
+
+def test_raising_layer_fails_with_the_point_of_failure():
+    rec = run(H.Raises, "values")
+    assert rec["outcome"] == "failed"
+    assert "ValueError: boom from the user's forward" in rec["message"]
+    assert "torch_hostile.py" in rec["message"] and "in forward" in rec["message"]
+
+
+def test_nan_outputs_are_counted_not_compared():
+    rec = run(H.ReturnsNaN, "values")
+    assert rec["outcome"] == "failed"
+    assert "are not finite where the reference is (3 NaN, 1 Inf)" in rec["message"]
+
+
+def test_wrong_shape_and_dtype_are_named():
+    assert "output shape [16, 7], expected [16, 8]" in run(H.WrongShape, "values")["message"]
+    assert "dtype float64, expected float32" in run(H.WrongDtype, "values")["message"]
+
+
+def test_python_object_instead_of_tensor():
+    rec = run(H.ReturnsObject, "values")
+    assert rec["outcome"] == "failed" and "is a dict, not a torch tensor" in rec["message"]
+
+
+def test_hanging_layer_is_stopped_by_the_timeout():
+    rec = run(H.Hangs, "values", timeout=1.0)
+    assert rec["outcome"] == "error"
+    assert "timed out after 1 s" in rec["message"] and "per-check timeout" in rec["message"]
+
+
+def test_global_state_mutation_is_restored_and_reported():
+    before = (torch.get_default_dtype(), torch.get_num_threads())
+    rec = run(H.MutatesGlobals, "values")
+    assert (torch.get_default_dtype(), torch.get_num_threads()) == before
+    assert "torch default dtype" in " ".join(rec["details"]["global_state"])
+    # and it does not change the verdicts of a correct layer run after it
+    from reference_impls.torch.rmsnorm import IMPL
+    after = check_all(RMSNORM, IMPL, "torch")
+    assert all(r["outcome"] in ("passed", "skipped") for r in after.values()), after
+
+
+def test_correct_layer_passes_in_the_same_process_after_hostile_ones():
+    for impl in (H.Raises, H.ReturnsNaN, H.WrongShape, H.ReturnsObject):
+        run(impl, "values")
+    from reference_impls.torch.rmsnorm import IMPL
+    assert run(IMPL, "values")["outcome"] == "passed"
+
+
+def test_aborting_layer_loses_only_its_checks(tmp_path):
+    """os.abort() in forward kills the worker; xdist restarts it, the lost checks are 'error',
+    the correct layer in the same run passes, and the results file is complete."""
+    bindings = tmp_path / "bindings.yaml"
+    bindings.write_text(textwrap.dedent("""\
+        - {contract: rmsnorm, impl: "tests.hostile.torch_hostile:Aborts"}
+        - {contract: rmsnorm, impl: "reference_impls.torch.rmsnorm:IMPL"}
+    """))
+    out = tmp_path / "results.json"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "1", "-q",
+                           "--bindings", str(bindings), "--check", "values", "--check", "parameters",
+                           "--conformance-json", str(out), "--rootdir", str(ROOT)],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    results = json.loads(out.read_text())["results"]
+    by = {(r["impl"].rpartition(":")[2], r["check"]): r for r in results}
+    assert by[("Aborts", "values")]["outcome"] == "error"
+    assert "died" in by[("Aborts", "values")]["message"]
+    assert by[("Aborts", "parameters")]["outcome"] == "passed"
+    assert by[("IMPL", "values")]["outcome"] == "passed"

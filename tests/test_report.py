@@ -1,0 +1,164 @@
+"""The HTML report and the command line (rendering only; tests/test_browser.py drives a browser)."""
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+
+from harness import results
+from harness.cli import main as cli_main
+from harness.gate import compare
+from harness.report import build_data, render_html, repro_command, write_html
+
+HOSTILE = '<img src=x onerror="window.__pwned=1">'
+SCRIPT_BREAK = '</script><script>window.__pwned=2</script><!--'
+
+
+def _rec(contract, impl, framework, check, outcome, message="", device="cpu", **extra):
+    return {"contract": contract, "impl": impl, "framework": framework, "device": device, "check": check,
+            "outcome": outcome, "message": message,
+            "nodeid": f"specs/{contract}.yaml::{contract}[{framework}-{device}]::{check}", "duration": 0.01, **extra}
+
+
+def sample_doc(extra=()):
+    """A small but varied results document: every status, two frameworks, a user impl, hostile text."""
+    ref = "reference_impls.{}.{}:IMPL"
+    recs = []
+    for fw in ("torch", "jax"):
+        for check in ("parameters", "values", "gradients"):
+            recs.append(_rec("rmsnorm", ref.format(fw, "rmsnorm"), fw, check, "passed",
+                             details={"max_abs_error": 1e-7} if check == "values" else {}))
+        recs.append(_rec("rmsnorm", ref.format(fw, "rmsnorm"), fw, "native", "skipped",
+                         "no native layer", not_applicable=True))
+    recs.append(_rec("centered", "mypkg.layers:Centered", "torch", "parameters", "passed"))
+    recs.append(_rec("centered", "mypkg.layers:Centered", "torch", "values", "failed",
+                     "output: mismatched elements 3 / 32; greatest absolute difference 0.5 at index (0, 1) "
+                     "(got 1.5, expected 1, relative 0.5); allowed rtol=1.3e-06, atol=0.0001",
+                     details={"max_abs_error": 0.5}))
+    recs.append(_rec("centered", "mypkg.layers:Centered", "torch", "serialization", "error",
+                     "cannot load mypkg.layers:Centered: ImportError: boom"))
+    recs.append(_rec("centered", "mypkg.layers:Centered", "torch", "gradients", "failed", "gradient is wrong",
+                     expected=True, expectation={"reason": "upstream bug", "link": "javascript:alert(1)",
+                                                 "where": "expectations.yaml:3"}))
+    recs.append(_rec("centered", "mypkg.layers:Centered", "torch", "values", "skipped",
+                     "cuda unavailable for torch here", device="cuda", unavailable=True))
+    recs.append(_rec("centered", "mypkg.layers:Centered", "torch", "devices", "failed", HOSTILE + SCRIPT_BREAK))
+    recs += list(extra)
+    env = results.environment({"torch": "2.13.0", "jax": "0.4"}, {"torch": ["cpu", "cuda"], "jax": ["cpu"]}, 7,
+                              argv=["pytest", "--framework", "torch", "--impl", HOSTILE])
+    return results.document(recs, env)
+
+
+def sample_baseline():
+    doc = json.loads(json.dumps(sample_doc()))
+    for r in doc["results"]:
+        if r["check"] in ("values", "devices") and r["contract"] == "centered" and r["device"] == "cpu":
+            r.update(outcome="passed", message="")   # these two regressed since
+        if r["check"] == "serialization":
+            r.update(outcome="error")                 # failing before too
+    doc["results"].append(_rec("centered", "mypkg.layers:Centered", "torch", "composition", "passed"))
+    return doc
+
+
+def embedded(html: str) -> dict:
+    m = re.search(r'<script type="application/json" id="conformance-data">(.*?)</script>', html, re.S)
+    assert m, "no embedded data block"
+    return json.loads(m.group(1))
+
+
+def test_page_is_self_contained_and_embeds_every_record_once():
+    doc = sample_doc()
+    html = render_html(doc)
+    assert html.count('id="conformance-data"') == 1
+    data = embedded(html)
+    assert len(data["checks"]) == len(doc["results"])
+    # nothing is fetched: no external scripts, styles, fonts or images
+    assert not re.search(r'<(script|link|img|iframe)[^>]+(src|href)=', html, re.I)
+    assert "http://" not in html and "https://" not in html and "@import" not in html
+    assert "default-src 'none'" in html
+
+
+def test_hostile_text_cannot_leave_the_data_block():
+    html = render_html(sample_doc())
+    assert HOSTILE not in html and "</script><script>window.__pwned" not in html
+    assert html.count("</script>") == 2       # the data block and the page script, nothing injected
+    messages = [c["message"] for c in embedded(html)["checks"]]
+    assert HOSTILE + SCRIPT_BREAK in messages  # the text survives intact, as data
+    assert "innerHTML" not in html and "insertAdjacentHTML" not in html and "document.write" not in html
+
+
+def test_statuses_numbers_and_repro_commands():
+    data = build_data(sample_doc())
+    by = {(c["contract"], c["framework"], c["device"], c["check"]): c for c in data["checks"]}
+    values = by[("centered", "torch", "cpu", "values")]
+    assert values["status"] == "failed"
+    assert values["numbers"] == {"max_abs_error": 0.5, "rtol": "1.3e-06", "atol": "0.0001"}
+    assert values["repro"] == ("pytest --contract centered --impl mypkg.layers:Centered --framework torch "
+                               "--check values --seed 7")
+    assert by[("centered", "torch", "cpu", "gradients")]["status"] == "xfail"
+    assert by[("rmsnorm", "torch", "cpu", "native")]["status"] == "n/a"
+    assert by[("rmsnorm", "jax", "cpu", "values")]["row"] == "reference"
+    assert "--device cuda" in by[("centered", "torch", "cuda", "values")]["repro"]
+    bundled = by[("rmsnorm", "jax", "cpu", "values")]["repro"]
+    assert bundled == "pytest --contract rmsnorm --impl reference_impls.jax.rmsnorm:IMPL --framework jax --check values --seed 7"
+
+
+def test_repro_quotes_a_user_contract_path():
+    rec = _rec("mine", "pkg.mod:Layer", "torch", "values", "failed")
+    rec["nodeid"] = "my contracts/mine.yaml::mine[Layer-torch-cpu]::values"
+    assert repro_command(rec) == "pytest --contract 'my contracts/mine.yaml' --impl pkg.mod:Layer --framework torch --check values"
+
+
+def test_baseline_diff_is_embedded():
+    doc, base = sample_doc(), sample_baseline()
+    comparison = compare(base["results"], doc["results"])
+    assert comparison.summary().startswith("2 newly failing, 0 newly passing, 2 unchanged failing")
+    data = build_data(doc, comparison, "old.json")
+    assert data["baseline"]["regressions"] == 3   # two newly failing + composition no longer run
+    assert [d["check"] for d in data["baseline"]["disappeared"]] == ["composition"]
+    changed = {c["check"]: (c["change"], c["was"]) for c in data["checks"] if c["change"]}
+    assert changed["values"] == ("newly_failing", "passed")
+    assert changed["serialization"] == ("unchanged_failing", "error")
+
+
+def test_non_finite_numbers_survive_json_parse(tmp_path):
+    doc = sample_doc([_rec("centered", "x:Y", "torch", "values", "failed", "nan", details={"max_abs_error": float("nan")})])
+    data = embedded(write_html(tmp_path / "r.html", doc).read_text())
+    assert any(c["numbers"].get("max_abs_error") == "nan" for c in data["checks"])
+
+
+def test_cli_report_and_merge(tmp_path, capsys):
+    a = sample_doc()
+    b = results.document([_rec("centered", "m:C", "mxnet", "values", "passed")],
+                         results.environment({"mxnet": "1.9.1"}, {"mxnet": ["cpu"]}, 7))
+    (tmp_path / "a.json").write_text(json.dumps(a))
+    (tmp_path / "b.json").write_text(json.dumps(b))
+    (tmp_path / "old.json").write_text(json.dumps(sample_baseline()))
+    assert cli_main(["merge", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "-o", str(tmp_path / "c.json")]) == 0
+    merged = json.loads((tmp_path / "c.json").read_text())
+    assert len(merged["results"]) == len(a["results"]) + 1 and merged["environment"]["frameworks"]["mxnet"] == "1.9.1"
+    assert cli_main(["report", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "-o", str(tmp_path / "r.html"),
+                     "--baseline", str(tmp_path / "old.json")]) == 0
+    out = capsys.readouterr().out
+    assert "2 newly failing, 0 newly passing, 2 unchanged failing" in out
+    data = embedded((tmp_path / "r.html").read_text())
+    assert {c["framework"] for c in data["checks"]} == {"torch", "jax", "mxnet"}
+    assert data["baseline"]["name"].endswith("old.json")
+
+
+def test_cli_usage_errors_exit_4(tmp_path, capsys):
+    (tmp_path / "bad.json").write_text("{not json")
+    assert cli_main(["report", str(tmp_path / "bad.json"), "-o", str(tmp_path / "r.html")]) == 4
+    assert "bad.json" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        cli_main(["report", "-o", "x.html"])
+    assert exc.value.code == 4
+
+
+def test_python_dash_m_entry_point(tmp_path):
+    (tmp_path / "a.json").write_text(json.dumps(sample_doc()))
+    proc = subprocess.run([sys.executable, "-m", "harness", "report", str(tmp_path / "a.json"), "-o",
+                           str(tmp_path / "r.html")], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "r.html").exists()
