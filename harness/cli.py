@@ -2,6 +2,7 @@
 
     python -m harness report RESULTS.json [MORE.json ...] -o out.html [--baseline OLD.json]
     python -m harness merge A.json B.json [...] -o C.json
+    python -m harness summary RESULTS.json [MORE.json ...]
 
 Exit codes: 0 done, 4 usage error (bad arguments, unreadable or conflicting results files).
 """
@@ -55,9 +56,15 @@ def _merge(args) -> int:
     return 0
 
 
+def _summary(args) -> int:
+    from .results import summary_table
+    print(summary_table(_load_all(args.results)["results"]))
+    return 0
+
+
 def main(argv=None) -> int:
     from .gate import BaselineError
-    parser = _Parser(prog="python -m harness", description="Layer conformance results: HTML report, merge.")
+    parser = _Parser(prog="python -m harness", description="Layer conformance results: HTML report, merge, summary.")
     sub = parser.add_subparsers(dest="command", required=True)
     rep = sub.add_parser("report", help="write the self-contained HTML report of one or more results files")
     rep.add_argument("results", nargs="+", metavar="RESULTS.json")
@@ -67,9 +74,11 @@ def main(argv=None) -> int:
     mrg = sub.add_parser("merge", help="combine results files (e.g. from separate framework environments)")
     mrg.add_argument("results", nargs="+", metavar="RESULTS.json")
     mrg.add_argument("-o", "--output", required=True, metavar="OUT.json")
+    summ = sub.add_parser("summary", help="print the summary table (one row per target, one column per check)")
+    summ.add_argument("results", nargs="+", metavar="RESULTS.json")
     args = parser.parse_args(argv)
     try:
-        return {"report": _report, "merge": _merge}[args.command](args)
+        return {"report": _report, "merge": _merge, "summary": _summary}[args.command](args)
     except BaselineError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE

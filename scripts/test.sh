@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The harness's own test suite: both environments, Chromium for the report's browser tests,
+# then the tests in the main environment and the MXNet-specific ones in the MXNet environment.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    (apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null) \
+        || echo "chromium could not be installed: the browser tests will be skipped"
+fi
+bash scripts/main-env.sh
+bash scripts/mxnet-env.sh
+.venv/bin/python -m pytest -p no:cacheprovider -n 2 tests "$@"
+.venv-mxnet/bin/python -m pytest -p no:cacheprovider -n 2 tests -k "mxnet or contract or report or gate" "$@"
