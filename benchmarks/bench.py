@@ -64,7 +64,7 @@ def _last_line(text: str) -> str:
 _TIMER_PLUGIN = """
 import json, os, time
 import pytest
-_t = {"imported": time.perf_counter()}
+_t = {}
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
     _t["configure"] = time.perf_counter()
@@ -82,6 +82,8 @@ def pytest_sessionfinish(session):
     _t["finished"] = time.perf_counter()
 def pytest_unconfigure(config):
     _t["unconfigure"] = time.perf_counter()
+    if hasattr(config, "workerinput"):  # an xdist worker: the controller's times are the ones wanted
+        return
     with open(os.environ["BENCH_TIMER_OUT"], "w") as f:
         json.dump(_t, f)
 """

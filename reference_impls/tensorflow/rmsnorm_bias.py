@@ -1,0 +1,22 @@
+import tensorflow as tf
+
+
+class RMSNorm(tf.keras.layers.Layer):
+    def __init__(self, eps=1e-6, bias=False):
+        super().__init__()
+        self.eps = eps
+        self.use_bias = bias
+
+    def build(self, X_shape):
+        self.gain = self.add_weight(name="gain", shape=[X_shape[-1]], initializer="ones")
+        # without the flag no weight is created: get_weights() has one entry fewer
+        self.bias = self.add_weight(name="bias", shape=[X_shape[-1]], initializer="zeros") \
+            if self.use_bias else None
+
+    def call(self, X):
+        rms = tf.math.rsqrt(tf.reduce_mean(X ** 2, axis=-1, keepdims=True) + self.eps)
+        Y = self.gain * X * rms
+        return Y if self.bias is None else Y + self.bias
+
+
+IMPL = RMSNorm

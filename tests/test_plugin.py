@@ -1,0 +1,147 @@
+"""The plugin as a user meets it: command line, results file, xdist, lazy imports, JUnit."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def pytest_run(*args, cwd=ROOT, env=None, timeout=600):
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *map(str, args)]
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})})
+
+
+USER_LAYER = textwrap.dedent("""\
+    import torch
+    from torch import nn
+
+    class RMSNorm(nn.Module):
+        def __init__(self, d, eps=1e-6):
+            super().__init__()
+            self.gain = nn.Parameter(torch.ones(d))
+            self.eps = eps
+
+        def forward(self, X):
+            return self.gain * X * X.pow(2).mean(-1, keepdim=True).add(self.eps).rsqrt()
+
+    class Broken(RMSNorm):
+        def forward(self, X):
+            return self.gain * X / (X.pow(2).mean(-1, keepdim=True).sqrt() + self.eps)
+""")
+
+
+@pytest.fixture
+def user_pkg(tmp_path):
+    pkg = tmp_path / "mypkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "layers.py").write_text(USER_LAYER)
+    return tmp_path
+
+
+def test_user_layer_outside_the_repo(user_pkg):
+    proc = pytest_run("--contract", "rmsnorm", "--impl", "mypkg.layers:RMSNorm", "--conformance-json", "out.json",
+                      "-v", cwd=user_pkg)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "rmsnorm[RMSNorm-torch-cpu]::serialization PASSED" in proc.stdout
+    assert "mypkg.layers:RMSNorm [torch]" in proc.stdout          # the header echoes the implementation
+    assert "seed 0" in proc.stdout and "torch 2." in proc.stdout  # ... the seed and framework versions
+    doc = json.loads((user_pkg / "out.json").read_text())
+    assert doc["schema_version"] == 1 and doc["environment"]["frameworks"]["torch"].startswith("2.")
+    outcomes = {r["check"]: r["outcome"] for r in doc["results"]}
+    assert outcomes["values"] == "passed" and outcomes["native"] == "passed"
+    assert {r["impl"] for r in doc["results"]} == {"mypkg.layers:RMSNorm"}
+
+
+def test_broken_user_layer_names_the_case_and_exits_1(user_pkg):
+    proc = pytest_run("--contract", "rmsnorm", "--impl", "mypkg.layers:Broken", "--check", "values", cwd=user_pkg)
+    assert proc.returncode == 1
+    assert "rmsnorm[Broken-torch-cpu]::values failed: case 'edge_rows': mismatched elements" in proc.stdout
+
+
+@pytest.mark.parametrize("impl,expected", [
+    ("nosuchmodule:Layer", "cannot import module 'nosuchmodule'"),
+    ("mypkg.layers:Nope", "module 'mypkg.layers' has no attribute 'Nope'"),
+    ("mypkg.layers", "expected MODULE:ATTR"),
+])
+def test_bad_impl_is_one_clear_usage_error(user_pkg, impl, expected):
+    proc = pytest_run("--contract", "rmsnorm", "--impl", impl, cwd=user_pkg)
+    assert proc.returncode == 4
+    assert expected in proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+
+
+def _results(path):
+    return [{k: v for k, v in r.items()} for r in json.loads(Path(path).read_text())["results"]]
+
+
+def test_xdist_gives_the_same_verdicts_and_numbers(tmp_path):
+    a, b = tmp_path / "n0.json", tmp_path / "n2.json"
+    p0 = pytest_run("--framework", "torch", "-n", "0", "--conformance-json", a)
+    p2 = pytest_run("--framework", "torch", "-n", "2", "--conformance-json", b)
+    assert p0.returncode == p2.returncode == 0, p0.stdout[-2000:] + p2.stdout[-2000:]
+    ra, rb = _results(a), _results(b)
+    assert len(ra) > 50
+    assert ra == rb   # same ids, outcomes, messages and numbers (results carry no timings)
+
+
+def test_only_torch_installed_never_imports_the_others(tmp_path):
+    """Block TensorFlow, JAX/Flax and MXNet as if they were not installed: the bundled run
+    covers torch alone and none of the others is ever imported."""
+    script = textwrap.dedent(f"""\
+        import importlib.abc, sys
+        BLOCKED = ("tensorflow", "keras", "jax", "jaxlib", "flax", "mxnet")
+        class Block(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] in BLOCKED:
+                    raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+                return None
+        sys.meta_path.insert(0, Block())
+        import pytest
+        rc = pytest.main(["-p", "no:cacheprovider", "-q", "--conformance-json", {str(tmp_path / "r.json")!r}])
+        leaked = sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED)
+        print("LEAKED", leaked)
+        sys.exit(rc if not leaked else 99)
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "LEAKED []" in proc.stdout
+    frameworks = {r["framework"] for r in _results(tmp_path / "r.json")}
+    assert frameworks == {"torch"}
+
+
+def test_junit_xml_stays_xunit2(tmp_path):
+    xml = tmp_path / "junit.xml"
+    proc = pytest_run("--framework", "torch", "--contract", "rmsnorm", "--junitxml", xml, "-o", "junit_family=xunit2")
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    root = ET.parse(xml).getroot()
+    cases = root.findall(".//testcase")
+    assert len(cases) >= 8
+    # xunit2 allows no <properties> inside a testcase
+    assert not [c for c in cases if c.find("properties") is not None]
+    names = {c.get("name") for c in cases}
+    assert "values" in names and "serialization" in names
+
+
+def test_unknown_framework_and_check_are_usage_errors():
+    p = pytest_run("--framework", "caffe")
+    assert p.returncode == 4 and "known frameworks are" in p.stderr
+    p = pytest_run("--framework", "torch", "--check", "nonsense")
+    assert p.returncode == 4 and "known checks are" in p.stderr
+
+
+def test_harness_test_files_are_not_pulled_into_an_impl_run(user_pkg):
+    (user_pkg / "test_unrelated.py").write_text("def test_should_not_run():\n    raise SystemExit(3)\n")
+    proc = pytest_run("--contract", "centered", "--impl", "mypkg.layers:RMSNorm", "--collect-only", "-q",
+                      cwd=user_pkg)
+    assert "test_should_not_run" not in proc.stdout
+    assert "centered[RMSNorm-torch-cpu]::values" in proc.stdout
