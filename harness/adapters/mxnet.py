@@ -6,8 +6,10 @@ first too). Works with legacy ``mx.nd`` arrays and, after ``npx.set_np()``, ``mx
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import inspect
+import io
 import os
 import re
 import tempfile
@@ -38,9 +40,22 @@ def _context(device):
 def _array(value, ctx=None, dtype=None):
     """An array of the kind the process uses (``mx.np`` after npx.set_np, else ``mx.nd``)."""
     value = np.asarray(value)
+    if value.ndim == 0 and not mx.util.is_np_shape():
+        # legacy operators read shape () as "unknown" and refuse it; their scalar is shape (1,),
+        # the shape nd.sum returns
+        value = value.reshape(1)
     make = mx.np.array if mx.util.is_np_array() else mx.nd.array
     # both default to float32 whatever the source dtype: pass it explicitly
     return make(value, ctx=ctx or mx.cpu(0), dtype=dtype or value.dtype)
+
+
+def _function_backward_error(printed: str) -> str:
+    """The traceback mxnet printed for a raising Function.backward, as one line: the error and
+    the deepest frame outside mxnet."""
+    lines = [line.strip() for line in printed.splitlines() if line.strip()]
+    frames = [line for line in lines if line.startswith("File ") and '.py"' in line and "site-packages" not in line]
+    where = f" ({frames[-1]})" if frames else ""
+    return f"autograd.Function.backward raised {lines[-1]}{where}"
 
 
 def _dense(n_in, n_out, rng):
@@ -63,6 +78,9 @@ class FrameworkAdapter(Adapter):
         "register_buffer": "use self.params.get_constant(name, value) (a Constant, grad_req 'null')",
         "not_persistent": "save_parameters saves only parameters assigned to attributes (self.name = ...)",
         "single_use": "an autograd.Function instance is single-use: create a new one per call",
+        "zero_gradient": " On MXNet 1.9.1 a Function also writes no input gradient after the first input "
+                         "that wants none (no attach_grad, not computed under record()): pass settings "
+                         "to the Function's constructor, not to forward.",
     }
 
     def owns(self, obj) -> bool:
@@ -242,16 +260,34 @@ class FrameworkAdapter(Adapter):
             out = fn(*args)
         if not isinstance(out, mx.nd.NDArray):
             raise TypeError(f"the output is a {type(out).__name__}, not an MXNet array")
+        cotangent = np.asarray(cotangent)
+        if cotangent.size == out.size:  # a scalar output is (1,) on legacy arrays, its cotangent ()
+            cotangent = cotangent.reshape(out.shape)
+        printed = io.StringIO()
         try:
-            out.backward(_array(cotangent, out.ctx, dtype=out.dtype))
-            input_grads = [args[i].grad.copy() if i in wrt else None for i in range(len(inputs))]
+            # a Function.backward that raises is only printed by mxnet; the engine's own error,
+            # raised at the next read, names none of it
+            with contextlib.redirect_stdout(printed):
+                out.backward(_array(cotangent, out.ctx, dtype=out.dtype))
+                mx.nd.waitall()
+            input_grads = [self._grad_like(args[i].grad, inputs[i]) if i in wrt else None
+                           for i in range(len(inputs))]
         except mx.base.MXNetError as exc:
+            if "Error in Function.backward" in printed.getvalue():
+                raise RuntimeError(_function_backward_error(printed.getvalue())) from None
             if "not in a computational graph" not in str(exc):
                 raise
             input_grads = [None] * len(inputs)  # the output does not depend on any input
         state_grads = {n: None if p.grad_req == "null" else p.grad(p.list_ctx()[0]).copy()
                        for n, p in state.items()}
         return out, input_grads, state_grads
+
+    @staticmethod
+    def _grad_like(grad, x):
+        # a 0-d input travelled as shape (1,) (see _array): its gradient goes back as numpy, 0-d
+        if grad.shape != tuple(np.shape(x)) and grad.size == 1 and not np.shape(x):
+            return grad.asnumpy().reshape(())
+        return grad.copy()
 
     def jvp(self, fn, layer, inputs, tangents):
         from ..checks.base import CheckSkipped

@@ -95,8 +95,12 @@ def nondiff_probe(ctx, case, layer, inputs, cotangent, notes: list) -> list[str]
     if not probe:
         return []
     labels = ", ".join(repr(specs[i][0]) for i in probe)
+    # the differentiable inputs want gradients too, as in training: MXNet 1.9.1's Function
+    # writes no input gradient after the first input that wants none, which would hide the probe's
+    wanted = sorted(set(probe) | {i for i, (_, s) in enumerate(specs)
+                                  if s.get("differentiable", True) and _floating(s["dtype"])})
     try:
-        _, grads, _ = ctx.adapter.vjp(ctx.callable(layer), layer, inputs, probe, cotangent)
+        _, grads, _ = ctx.adapter.vjp(ctx.callable(layer), layer, inputs, wanted, cotangent)
     except Exception as exc:
         notes.append(f"case {case['name']!r}: asked for a gradient w.r.t. non-differentiable {labels}, the "
                      f"framework refused ({unexpected_error(exc)}), so it gets no cotangent")

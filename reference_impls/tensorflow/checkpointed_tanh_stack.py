@@ -2,7 +2,9 @@ import numpy as np
 import tensorflow as tf
 
 
+@tf.recompute_grad
 def _step(h, w, b):
+    # its intermediates are not kept: the tape recomputes them from the arguments during backward
     return tf.tanh(h @ w + b)
 
 
@@ -19,12 +21,11 @@ class CheckpointedTanhStack(tf.keras.layers.Layer):
         self.b = self.add_weight(name="b", shape=(d,), initializer="zeros")
 
     def call(self, h):
-        # weights go in as tensors (arguments), so the recomputation sees exactly what forward saw
-        # and recompute_grad returns their gradients as argument gradients
-        step = tf.recompute_grad(_step)
+        # the weights go in as arguments (read once), so the recomputation sees exactly what
+        # forward saw and their gradients come back as argument gradients
         w, b = tf.convert_to_tensor(self.w), tf.convert_to_tensor(self.b)
         for _ in range(self.depth):
-            h = step(h, w, b)
+            h = _step(h, w, b)
         return h
 
 

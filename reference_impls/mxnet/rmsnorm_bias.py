@@ -1,0 +1,24 @@
+from harness.adapters.mxnet_shim import apply
+
+apply()  # before importing mxnet: it needs numpy's removed aliases
+from mxnet import init, nd  # noqa: E402
+from mxnet.gluon import nn  # noqa: E402
+
+
+class RMSNorm(nn.Block):
+    def __init__(self, d, eps=1e-6, bias=False, **kwargs):
+        super().__init__(**kwargs)
+        # On 1.9.1 a parameter registers through the block's ParameterDict, not by assignment;
+        # without the flag the bias is never created, so the saved state has no slot for it
+        with self.name_scope():
+            self.gain = self.params.get('gain', shape=(d,), init=init.One())
+            self.bias = self.params.get('bias', shape=(d,), init=init.Zero()) if bias else None
+        self.eps = eps
+
+    def forward(self, X):
+        rms = nd.sqrt((X ** 2).mean(axis=-1, keepdims=True) + self.eps)
+        Y = self.gain.data(X.context) * X / rms
+        return Y if self.bias is None else Y + self.bias.data(X.context)
+
+
+IMPL = RMSNorm

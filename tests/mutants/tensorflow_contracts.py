@@ -1,0 +1,380 @@
+"""Broken TensorFlow / Keras 3 implementations of the custom-function and exercise contracts, each
+breaking the contract's characteristic property; tests/test_mutants.py runs them.
+
+Nothing here runs a TensorFlow op at import time: the adapter configures devices first.
+"""
+import numpy as np
+import tensorflow as tf
+from tensorflow import keras
+
+from reference_impls.tensorflow.checkpointed_tanh_stack import CheckpointedTanhStack as _Stack
+from reference_impls.tensorflow.rmsnorm_bias import RMSNorm as _RMSNormBias
+from tests.mutants.catalogue import Mutant
+
+
+def _safe(n):
+    return tf.where(n == 0, tf.ones_like(n), n)
+
+
+def _rms(X, eps):
+    return tf.math.rsqrt(tf.reduce_mean(X ** 2, axis=-1, keepdims=True) + eps)
+
+
+# --- sign_ste, clipped_relu_grad, scaled_tanh ------------------------------------------------
+
+def sign_plain(x):
+    """No @tf.custom_gradient: tf.sign's registered gradient is zero, so nothing passes through."""
+    return tf.sign(x)
+
+
+@tf.custom_gradient
+def sign_hardtanh_ste(x):
+    """A different estimator: the gradient only where |x| <= 1 (hardtanh STE), not the identity."""
+    def grad(upstream):
+        return upstream * tf.cast(tf.abs(x) <= 1, upstream.dtype)
+    return tf.sign(x), grad
+
+
+@tf.custom_gradient
+def clipped_relu_no_clip(x):
+    """The ReLU gradient without the clipping."""
+    def grad(upstream):
+        return upstream * tf.cast(x > 0, upstream.dtype)
+    return tf.maximum(x, 0.0), grad
+
+
+@tf.custom_gradient
+def clipped_relu_grad_at_zero(x):
+    """x >= 0 instead of x > 0: a gradient passes at exactly zero."""
+    def grad(upstream):
+        return tf.clip_by_value(upstream * tf.cast(x >= 0, upstream.dtype), -1.0, 1.0)
+    return tf.maximum(x, 0.0), grad
+
+
+@tf.custom_gradient
+def scaled_tanh_unscaled(x):
+    """Forgets the 0.5: tanh's true gradient."""
+    y = tf.tanh(x)
+
+    def grad(upstream):
+        return upstream * (1 - tf.square(y))
+    return y, grad
+
+
+# --- log1pexp, safe_norm, scaled ------------------------------------------------------------
+
+def log1pexp_plain_autodiff(x):
+    """The formula without the custom rule: the tape divides inf by inf at x = 1000 (NaN)."""
+    return tf.math.log(1.0 + tf.exp(x))
+
+
+@tf.custom_gradient
+def log1pexp_quotient_rule(x):
+    """A custom rule that writes out the unstable quotient exp(x) / (1 + exp(x)) instead of sigmoid."""
+    def grad(upstream):
+        e = tf.exp(x)
+        return upstream * e / (1.0 + e)
+    return tf.math.softplus(x), grad
+
+
+@tf.function(reduce_retracing=True)
+@tf.custom_gradient
+def safe_norm_unguarded(x):
+    """x / norm without the where: 0 / 0 = NaN at the origin."""
+    n = tf.sqrt(tf.reduce_sum(x * x))
+
+    def grad(g):
+        return g * x / n
+    return n, grad
+
+
+@tf.custom_gradient
+def safe_norm_eager(x):
+    """The right rule, but not in a tf.function: ForwardAccumulator then differentiates the forward
+    ops themselves (sqrt at 0: NaN) instead of transposing the custom gradient."""
+    n = tf.sqrt(tf.reduce_sum(x * x))
+
+    def grad(g):
+        return g * x / _safe(n)
+    return n, grad
+
+
+@tf.custom_gradient
+def scaled_grad_for_k(k, x):
+    """Returns the true derivative for the setting k instead of None."""
+    def grad(g):
+        return tf.reduce_sum(g * x), k * g
+    return k * x, grad
+
+
+@tf.custom_gradient
+def scaled_forgets_k(k, x):
+    """Passes g through unscaled."""
+    def grad(g):
+        return None, g
+    return k * x, grad
+
+
+# --- linear_vjp, softmax_cross_entropy ------------------------------------------------------
+
+@tf.custom_gradient
+def linear_no_bias_grad(W, x, b):
+    """Returns None for b: the bias never learns."""
+    def grad(g):
+        return tf.tensordot(g, x, axes=0), tf.linalg.matvec(W, g, transpose_a=True), None
+    return tf.linalg.matvec(W, x) + b, grad
+
+
+@tf.custom_gradient
+def linear_untransposed(W, x, b):
+    """W g instead of W^T g: same shape for a square W, wrong numbers."""
+    def grad(g):
+        return tf.tensordot(g, x, axes=0), tf.linalg.matvec(W, g), g
+    return tf.linalg.matvec(W, x) + b, grad
+
+
+def softmax_ce_naive(logits, labels):
+    """exp without the max shift: exp(1e4) = inf, inf / inf = NaN."""
+    p = tf.exp(logits) / tf.reduce_sum(tf.exp(logits), axis=-1, keepdims=True)
+    return -tf.reduce_sum(labels * tf.math.log(p), axis=-1)
+
+
+def softmax_ce_builtin(logits, labels):
+    """TF's own op, which also backpropagates into the labels (-log p)."""
+    return tf.nn.softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+
+
+@tf.custom_gradient
+def softmax_ce_grad_to_labels(logits, labels):
+    """Returns -g log p for the labels instead of None."""
+    log_p = tf.nn.log_softmax(logits, axis=-1)
+
+    def grad(g):
+        return g[..., None] * (tf.exp(log_p) - labels), -g[..., None] * log_p
+    return -tf.reduce_sum(labels * log_p, axis=-1), grad
+
+
+@tf.custom_gradient
+def softmax_ce_missing_y(logits, labels):
+    """Returns p instead of p - y."""
+    log_p = tf.nn.log_softmax(logits, axis=-1)
+
+    def grad(g):
+        return g[..., None] * tf.exp(log_p), None
+    return -tf.reduce_sum(labels * log_p, axis=-1), grad
+
+
+# --- fourier_half, clamp_ste ----------------------------------------------------------------
+
+class FourierRfft(keras.layers.Layer):
+    """rfft keeps n // 2 + 1 coefficients: one more than half."""
+    def call(self, X):
+        return tf.signal.rfft(X)
+
+
+class FourierDouble(keras.layers.Layer):
+    """Transforms in complex128: complex128 output for float32 input."""
+    def call(self, X):
+        return tf.signal.fft(tf.cast(X, tf.complex128))[..., : X.shape[-1] // 2]
+
+
+@tf.custom_gradient
+def clamp_ste_inclusive(X, lo, hi):
+    """lo <= X <= hi: passes the gradient on the boundary, as the native tf.clip_by_value does."""
+    def grad(upstream):
+        inside = tf.logical_and(X >= lo, X <= hi)
+        return upstream * tf.cast(inside, upstream.dtype), None, None
+    return tf.clip_by_value(X, lo, hi), grad
+
+
+@tf.custom_gradient
+def clamp_ste_grad_to_bounds(X, lo, hi):
+    """Also returns gradients for the bounds lo and hi, which the contract says get none."""
+    def grad(upstream):
+        inside = tf.cast(tf.logical_and(X > lo, X < hi), upstream.dtype)
+        return (upstream * inside, tf.reduce_sum(upstream * tf.cast(X <= lo, upstream.dtype)),
+                tf.reduce_sum(upstream * tf.cast(X >= hi, upstream.dtype)))
+    return tf.clip_by_value(X, lo, hi), grad
+
+
+# --- rmsnorm_bias ----------------------------------------------------------------------------
+
+class BiasAlwaysCreated(keras.layers.Layer):
+    """Creates the bias whatever the flag says (and only uses it when asked): get_weights() does
+    not change length, so a bias-free checkpoint is indistinguishable."""
+    def __init__(self, eps=1e-6, bias=False):
+        super().__init__()
+        self.eps = eps
+        self.use_bias = bias
+
+    def build(self, X_shape):
+        self.gain = self.add_weight(name="gain", shape=[X_shape[-1]], initializer="ones")
+        self.bias = self.add_weight(name="bias", shape=[X_shape[-1]], initializer="zeros")
+
+    def call(self, X):
+        Y = self.gain * X * _rms(X, self.eps)
+        return Y + self.bias if self.use_bias else Y
+
+
+class BiasTolerantLoad(_RMSNormBias):
+    """"Backward compatibility": set_weights fills a missing bias with zeros, so a weight list
+    saved without it loads silently."""
+    def set_weights(self, weights):
+        if self.bias is not None and len(weights) == 1:
+            weights = list(weights) + [np.zeros(self.bias.shape, dtype=self.bias.dtype)]
+        super().set_weights(weights)
+
+
+class BiasBeforeScale(_RMSNormBias):
+    """(x * r + bias) * gain: the shift applied before the scale."""
+    def call(self, X):
+        return self.gain * (X * _rms(X, self.eps) + (0 if self.bias is None else self.bias))
+
+
+# --- dropout ---------------------------------------------------------------------------------
+
+def _drop(X, p):
+    return X * tf.cast(tf.random.uniform(tf.shape(X)) >= p, X.dtype) / (1.0 - p)
+
+
+class DropoutOwnFlag(keras.layers.Layer):
+    """Consults its own flag, set once in __init__: training=False on the model never reaches it."""
+    def __init__(self, p=0.5):
+        super().__init__()
+        self.p = p
+        self.is_training = True
+
+    def call(self, X):
+        return _drop(X, self.p) if self.is_training else X
+
+
+class DropoutFlagMisnamed(keras.layers.Layer):
+    """Its call takes `train`, not `training`: Keras passes the mode only under the name `training`,
+    so the default (True) always wins."""
+    def __init__(self, p=0.5):
+        super().__init__()
+        self.p = p
+
+    def call(self, X, train=True):
+        return _drop(X, self.p) if train else X
+
+
+class DropoutKeepsP(keras.layers.Layer):
+    """Keeps with probability p instead of dropping with it."""
+    def __init__(self, p=0.5):
+        super().__init__()
+        self.p = p
+
+    def call(self, X, training=None):
+        if not training:
+            return X
+        return X * tf.cast(tf.random.uniform(tf.shape(X)) < self.p, X.dtype) / self.p
+
+
+class DropoutNoRescale(keras.layers.Layer):
+    """Zeroes but does not rescale the survivors: the expected activation shrinks in training."""
+    def __init__(self, p=0.5):
+        super().__init__()
+        self.p = p
+
+    def call(self, X, training=None):
+        if not training:
+            return X
+        return X * tf.cast(tf.random.uniform(tf.shape(X)) >= self.p, X.dtype)
+
+
+class DropoutStatelessSeed(keras.layers.Layer):
+    """A stateless draw with a fixed seed: the same mask on every call."""
+    def __init__(self, p=0.5):
+        super().__init__()
+        self.p = p
+
+    def call(self, X, training=None):
+        if not training:
+            return X
+        u = tf.random.stateless_uniform(tf.shape(X), seed=[1, 2])
+        return X * tf.cast(u >= self.p, X.dtype) / (1.0 - self.p)
+
+
+# --- checkpointed_tanh_stack -----------------------------------------------------------------
+
+class CheckpointStaleWeights(_Stack):
+    """The checkpointed step reads a weight scale from an attribute that call() changes after the
+    stack: the recomputation during backward runs with other weights than forward did."""
+    def call(self, h):
+        self.w_scale = 1.0
+
+        def step(h):
+            return tf.tanh(h @ (self.w * self.w_scale) + self.b)
+
+        def grad_step(h):
+            return tf.recompute_grad(step)(h)
+        for _ in range(self.depth):
+            h = grad_step(h)
+        self.w_scale = 0.5  # "decayed" for the next call: backward recomputes with this
+        return h
+
+
+# --- properties: centered, causal_mask -------------------------------------------------------
+
+class CenteredMedian(keras.layers.Layer):
+    """Centers on the median, a robust statistic: the mean of the output is not zero."""
+    def call(self, X):
+        flat = tf.sort(tf.reshape(X, [-1]))
+        return X - flat[tf.size(flat) // 2]
+
+
+class MaskDiagonal(keras.layers.Layer):
+    """>= instead of >: masks the diagonal too, so a query cannot see its own position."""
+    def __init__(self, max_len):
+        super().__init__()
+        self.mask = self.add_weight(name="mask", shape=(max_len, max_len), dtype="bool", trainable=False,
+                                    initializer="zeros")
+        self.mask.assign(tf.range(max_len)[None, :] >= tf.range(max_len)[:, None])
+
+    def call(self, scores):
+        T = scores.shape[-1]
+        return tf.where(self.mask[:T, :T], float("-inf"), scores)
+
+
+F = "tensorflow"
+M = "tests.mutants.tensorflow_contracts"
+MUTANTS = [
+    Mutant(F, "sign_ste", f"{M}:sign_plain", "gradients", "backward rule never ran"),
+    Mutant(F, "sign_ste", f"{M}:sign_hardtanh_ste", "gradients", "gradient for 'x' in the worked example"),
+    Mutant(F, "clipped_relu_grad", f"{M}:clipped_relu_no_clip", "gradients",
+           "in the worked example: large upstream gradients are clipped"),
+    Mutant(F, "clipped_relu_grad", f"{M}:clipped_relu_grad_at_zero", "gradients", "at index (2,)"),
+    Mutant(F, "scaled_tanh", f"{M}:scaled_tanh_unscaled", "gradients", "2x the expected one everywhere"),
+    Mutant(F, "log1pexp", f"{M}:log1pexp_plain_autodiff", "gradients", "NaN"),
+    Mutant(F, "log1pexp", f"{M}:log1pexp_quotient_rule", "gradients", "NaN"),
+    Mutant(F, "safe_norm", f"{M}:safe_norm_unguarded", "gradients", "at 0: [0, 0, 0] instead of NaN"),
+    Mutant(F, "safe_norm", f"{M}:safe_norm_eager", "forward_mode", "at 0 the tangent is 0, not NaN"),
+    Mutant(F, "scaled", f"{M}:scaled_grad_for_k", "gradients", "non-differentiable input 'k'"),
+    Mutant(F, "scaled", f"{M}:scaled_forgets_k", "gradients", "the backward rule is scaled wrongly"),
+    Mutant(F, "linear_vjp", f"{M}:linear_no_bias_grad", "gradients", "no gradient reached 'b'"),
+    Mutant(F, "linear_vjp", f"{M}:linear_untransposed", "gradients", "gradient for input 'x' (case 'square')"),
+    Mutant(F, "softmax_cross_entropy", f"{M}:softmax_ce_naive", "values", "NaN"),
+    Mutant(F, "softmax_cross_entropy", f"{M}:softmax_ce_builtin", "gradients", "non-differentiable input 'labels'"),
+    Mutant(F, "softmax_cross_entropy", f"{M}:softmax_ce_grad_to_labels", "gradients",
+           "non-differentiable input 'labels'"),
+    Mutant(F, "softmax_cross_entropy", f"{M}:softmax_ce_missing_y", "gradients", "gradient for input 'logits'"),
+    Mutant(F, "fourier_half", f"{M}:FourierRfft", "values", "output shape [4, 9], expected [4, 8]"),
+    Mutant(F, "fourier_half", f"{M}:FourierDouble", "values", "dtype complex128, expected complex64"),
+    Mutant(F, "clamp_ste", f"{M}:clamp_ste_inclusive", "gradients", "input 'X' (case 'boundary')"),
+    Mutant(F, "clamp_ste", f"{M}:clamp_ste_grad_to_bounds", "gradients", "non-differentiable input 'lo'"),
+    Mutant(F, "rmsnorm_bias", f"{M}:BiasAlwaysCreated", "strict_loading", "it grows by nothing"),
+    Mutant(F, "rmsnorm_bias", f"{M}:BiasTolerantLoad", "strict_loading",
+           "loaded strictly into the layer without an error"),
+    Mutant(F, "rmsnorm_bias", f"{M}:BiasBeforeScale", "values", "case 'random': mismatched elements"),
+    Mutant(F, "dropout", f"{M}:DropoutOwnFlag", "modes", "in evaluation mode, switched on the enclosing container"),
+    Mutant(F, "dropout", f"{M}:DropoutFlagMisnamed", "modes",
+           "in evaluation mode, switched on the enclosing container"),
+    Mutant(F, "dropout", f"{M}:DropoutKeepsP", "modes", "(Hoeffding bound, false-alarm probability 1e-09)"),
+    Mutant(F, "dropout", f"{M}:DropoutNoRescale", "modes", "surviving entries are scaled by 1, expected"),
+    Mutant(F, "dropout", f"{M}:DropoutStatelessSeed", "modes", "not drawn afresh per call"),
+    Mutant(F, "checkpointed_tanh_stack", f"{M}:CheckpointStaleWeights", "gradients", "gradient for slot 'w'"),
+    Mutant(F, "centered", f"{M}:CenteredMedian", "properties", "property mean_zero"),
+    Mutant(F, "rmsnorm", "tests.mutants.tensorflow_mutants:EpsOutsideSqrt", "properties", "property mean_square"),
+    Mutant(F, "causal_mask", f"{M}:MaskDiagonal", "properties", "on the diagonal changed"),
+]
