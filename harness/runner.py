@@ -16,6 +16,7 @@ import numpy as np
 
 from .checks import CHECKS, CheckContext, CheckFailed, CheckSkipped, unexpected_error
 
+DEVICE_CHECKS = ("devices",)
 DEFAULT_TIMEOUT = 60.0  # seconds per check; the contract's `timeout` and --check-timeout override it
 
 
@@ -71,9 +72,14 @@ def run_check(ctx: CheckContext, check: str, timeout: float | None = None) -> di
         timeout = ctx.contract.timeout or DEFAULT_TIMEOUT
     notes: list = []
     try:
-        if ctx.device != "cpu" and ctx.device not in ctx.adapter.devices():
-            rec.update(outcome="skipped", message=f"{ctx.device} unavailable for {ctx.adapter.name} here",
+        if ctx.device == "cuda" and ctx.adapter.gpu_device not in ctx.adapter.devices():
+            rec.update(outcome="skipped", message=f"no CUDA device for {ctx.adapter.name} here",
                        unavailable=True)
+            return rec
+        if ctx.device == "cuda" and check not in DEVICE_CHECKS:
+            # the other checks run on cpu; the cuda column is about movement and parity
+            rec.update(outcome="skipped", message="runs in the cpu column; the cuda column checks the "
+                                                  "move to the GPU and output parity with cpu")
             return rec
         reason = ctx.contract.skip_reason(check)
         if reason:

@@ -17,6 +17,7 @@ class Adapter:
     name: str = ""            # the --framework value: torch | tensorflow | jax | mxnet
     module: str = ""          # the top-level module whose presence in sys.modules marks the framework
     cpu_device: str = "cpu"
+    gpu_device: str = "cuda"  # this framework's name for the first CUDA device
 
     # -- detection and environment --------------------------------------------------------
     def is_loaded(self) -> bool:

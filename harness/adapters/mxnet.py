@@ -71,6 +71,7 @@ class FrameworkAdapter(Adapter):
     name = "mxnet"
     module = "mxnet"
     cpu_device = "cpu(0)"
+    gpu_device = "gpu(0)"
     hints = {
         "register_trainable": "on 1.9.1 a gluon.Parameter assigned as an attribute (the 2.0 style) or kept in a "
                               "list is not in collect_params(): use `with self.name_scope(): self.name = "
@@ -278,6 +279,7 @@ class FrameworkAdapter(Adapter):
             if "not in a computational graph" not in str(exc):
                 raise
             input_grads = [None] * len(inputs)  # the output does not depend on any input
+        print(printed.getvalue(), end="")  # what the layer itself printed
         state_grads = {n: None if p.grad_req == "null" else p.grad(p.list_ctx()[0]).copy()
                        for n, p in state.items()}
         return out, input_grads, state_grads

@@ -31,6 +31,7 @@ class FrameworkAdapter(Adapter):
     name = "tensorflow"
     module = "tensorflow"
     cpu_device = "CPU:0"
+    gpu_device = "GPU:0"
     hints = {
         "register_trainable": "create it with self.add_weight(...) in build() (a raw tf.Variable or tensor "
                               "attribute, or one in a plain list, is invisible to Keras)",

@@ -22,6 +22,7 @@ class FrameworkAdapter(Adapter):
         "register_trainable": "wrap it in nn.Parameter (a plain tensor or a Python list hides it)",
         "register_buffer": "use self.register_buffer(name, tensor)",
         "not_persistent": "a buffer registered with persistent=False is left out of state_dict",
+        "zero_gradient": " (torch: a Function whose forward is called directly instead of through .apply)",
         "single_use": "",
     }
 
@@ -62,7 +63,8 @@ class FrameworkAdapter(Adapter):
         return str(t.dtype).replace("torch.", "")
 
     def device_of(self, t):
-        return t.device.type if t.device.index is None else str(t.device)
+        # "cuda:0" is the "cuda" the devices check moved to; other indices stay distinct
+        return t.device.type if t.device.index in (None, 0) else str(t.device)
 
     # -- building and calling ----------------------------------------------------------------
     def as_callable(self, obj):

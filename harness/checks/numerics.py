@@ -118,12 +118,12 @@ def _pattern_hint(got, expected) -> str:
     if g.shape != e.shape or not np.any(e):
         return ""
     if not np.any(g):
-        return (" The gradient is all zeros: the custom backward rule never ran "
-                "(e.g. Function.forward called directly instead of through apply), so autodiff "
+        return (" The gradient is all zeros: the custom backward rule never ran, so autodiff "
                 "differentiated the forward computation itself.")
     mask = np.abs(e) > 1e-12
     ratios = g[mask] / e[mask]
-    if ratios.size and np.allclose(ratios, ratios[0], rtol=1e-3) and not np.isclose(ratios[0], 1.0):
+    if (ratios.size and np.allclose(ratios, ratios[0], rtol=1e-3) and not np.isclose(ratios[0], 1.0)
+            and not np.isclose(ratios[0], 0.0)):
         return f" The gradient is {ratios[0]:.4g}x the expected one everywhere: the backward rule is scaled wrongly."
     return ""
 

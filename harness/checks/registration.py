@@ -80,7 +80,10 @@ def check_serialization(ctx):
 def check_devices(ctx):
     """The layer moves with the framework's normal call, every slot with it, and runs there."""
     adapter, contract = ctx.adapter, ctx.contract
-    targets = [d for d in adapter.devices() if d != adapter.cpu_device]
+    if ctx.device == "cuda":
+        targets = [adapter.gpu_device]  # the cuda column: move there and compare with cpu
+    else:
+        targets = [d for d in adapter.devices() if d not in (adapter.cpu_device, adapter.gpu_device)]
     if not targets:
         raise CheckSkipped(f"{adapter.name} offers no second device here")
     inputs = ctx.first_inputs()
