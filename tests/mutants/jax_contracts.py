@@ -388,7 +388,7 @@ MUTANTS = [
     Mutant("jax", "clamp_ste", f"{M}:clamp_ste_grad_to_bounds", "gradients", "non-differentiable input 'lo'"),
     Mutant("jax", "rmsnorm_bias", f"{M}:BiasAlwaysCreated", "strict_loading", "it grows by nothing"),
     Mutant("jax", "rmsnorm_bias", f"{M}:BiasRawArray", "parameters", "untracked attribute 'bias'"),
-    Mutant("jax", "rmsnorm_bias", f"{M}:BiasRawArray", "strict_loading", "it grows by nothing"),
+    Mutant("jax", "rmsnorm_bias", f"{M}:BiasRawArray", "strict_loading", "cannot find state slot(s) 'bias'"),
     Mutant("jax", "rmsnorm_bias", f"{M}:BiasBeforeScale", "values", "case 'random': mismatched elements"),
     Mutant("jax", "dropout", f"{M}:DropoutTorchFlag", "modes", "in evaluation mode, switched on the enclosing container"),
     Mutant("jax", "dropout", f"{M}:DropoutCallArgument", "modes",
