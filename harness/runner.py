@@ -16,7 +16,7 @@ import numpy as np
 
 from .checks import CHECKS, CheckContext, CheckFailed, CheckSkipped, unexpected_error
 
-DEVICE_CHECKS = ("devices",)
+DEVICE_CHECKS = ("devices", "device_parity")
 DEFAULT_TIMEOUT = 60.0  # seconds per check; the contract's `timeout` and --check-timeout override it
 
 

@@ -174,7 +174,7 @@ class FrameworkAdapter(Adapter):
         if not out.requires_grad:
             input_grads = [None] * len(inputs)
         else:
-            ct = torch.as_tensor(np.asarray(cotangent)).to(out.dtype)
+            ct = torch.as_tensor(np.asarray(cotangent)).to(dtype=out.dtype, device=out.device)
             (out * ct).sum().backward()
             input_grads = [args[i].grad if i in wrt else None for i in range(len(inputs))]
         state_grads = {k: v.grad for k, v in state.items()}

@@ -6,7 +6,7 @@ the id is part of the public interface (test ids, results files, expectations).
 """
 from .base import CheckContext, CheckFailed, CheckSkipped, construct, unexpected_error
 from .numerics import check_gradients, check_native, check_values
-from .registration import check_composition, check_devices, check_serialization
+from .registration import check_composition, check_device_parity, check_devices, check_serialization
 from .state import check_buffers, check_parameters
 from .forward import check_forward_mode
 from .loading import check_strict_loading
@@ -19,6 +19,7 @@ CHECKS = {
     "composition": check_composition,
     "serialization": check_serialization,
     "devices": check_devices,
+    "device_parity": check_device_parity,
     "values": check_values,
     "native": check_native,
     "gradients": check_gradients,

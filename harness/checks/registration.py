@@ -80,10 +80,7 @@ def check_serialization(ctx):
 def check_devices(ctx):
     """The layer moves with the framework's normal call, every slot with it, and runs there."""
     adapter, contract = ctx.adapter, ctx.contract
-    if ctx.device == "cuda":
-        targets = [adapter.gpu_device]  # the cuda column: move there and compare with cpu
-    else:
-        targets = [d for d in adapter.devices() if d not in (adapter.cpu_device, adapter.gpu_device)]
+    targets = _second_devices(ctx)
     if not targets:
         raise CheckSkipped(f"{adapter.name} offers no second device here")
     inputs = ctx.first_inputs()
@@ -127,3 +124,62 @@ def check_devices(ctx):
     if problems:
         raise CheckFailed("; ".join(problems))
     return {"devices": visited}
+
+
+def _second_devices(ctx) -> list[str]:
+    """Where ``devices`` and ``device_parity`` move the layer in this column."""
+    adapter = ctx.adapter
+    if ctx.device == "cuda":
+        return [adapter.gpu_device]
+    return [d for d in adapter.devices() if d not in (adapter.cpu_device, adapter.gpu_device)]
+
+
+def check_device_parity(ctx):
+    """Outputs and gradients computed on each real second device agree with cpu within the contract's
+    ``device_parity`` tolerance (GPU matmuls may use TF32: a contract states the tolerance it accepts)."""
+    adapter, contract = ctx.adapter, ctx.contract
+    targets = [d for d in _second_devices(ctx) if not adapter.is_virtual(d)]
+    if not targets:
+        raise CheckSkipped(f"{adapter.name} has no second device with values here "
+                           f"({', '.join(_second_devices(ctx)) or 'none'} only)")
+    if contract.gradients.get("mode", "true") == "none":
+        raise CheckSkipped("the contract declares no gradient", not_applicable=True)
+    state = inputs_mod.test_state(contract)
+    case = contract.cases[0]
+    inputs = ctx.case_inputs(case)
+    idx = [i for i, (n, s) in enumerate(case["inputs"].items())
+           if s["dtype"].startswith("float") and s.get("differentiable", True)]
+    layer = ctx.new_layer(state, strict=False)
+    out, grads, sgrads = adapter.vjp(ctx.callable(layer), layer, inputs, idx,
+                                     np.ones(ctx.output_numpy(ctx.run(layer, inputs)).shape))
+    base = {"output": adapter.numpy(out)}
+    base.update({f"gradient of input {i}": adapter.numpy(grads[i]) for i in idx if grads[i] is not None})
+    base.update({f"gradient of {k}": adapter.numpy(g) for k, g in sgrads.items() if g is not None})
+    problems, worst = [], 0.0
+    for device in targets:
+        moved = ctx.new_layer(state, strict=False)
+        if moved is not None:
+            moved = adapter.move(moved, device, rebuild=lambda: ctx.new_layer(state, strict=False))
+        args = [adapter.tensor(a, device) for a in inputs]
+        try:
+            out, grads, sgrads = adapter.vjp(ctx.callable(moved), moved, args, idx, np.ones(base["output"].shape))
+        except Exception as exc:
+            problems.append(f"differentiating on {device} raised {unexpected_error(exc)}")
+            continue
+        got = {"output": adapter.numpy(out)}
+        got.update({f"gradient of input {i}": adapter.numpy(grads[i]) for i in idx if grads[i] is not None})
+        got.update({f"gradient of {k}": adapter.numpy(g) for k, g in sgrads.items() if g is not None})
+        for what, want in base.items():
+            if what not in got:
+                problems.append(f"on {device}: no {what} (it exists on cpu)")
+                continue
+            rtol, atol = ctx.tolerance("device_parity", str(want.dtype))
+            diff = describe_mismatch(got[what], want, rtol, atol, what=f"{what} on {device} vs cpu")
+            if got[what].shape == want.shape:
+                worst = max(worst, float(np.nanmax(np.abs(got[what].astype(np.float64) - want), initial=0.0))
+                            if np.issubdtype(want.dtype, np.floating) else 0.0)
+            if diff:
+                problems.append(diff)
+    if problems:
+        raise CheckFailed("; ".join(problems), max_abs_error=worst)
+    return {"devices": targets, "max_abs_error": worst}

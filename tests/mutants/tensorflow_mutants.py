@@ -146,8 +146,23 @@ def ste_doubled(X):
     return tf.round(X), grad
 
 
+class DeviceDependent(keras.layers.Layer):
+    """Computes differently where its weight lives (a device-specific kernel with a bug)."""
+    def __init__(self, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+
+    def build(self, X_shape):
+        self.gain = self.add_weight(name="gain", shape=[X_shape[-1]], initializer="ones")
+
+    def call(self, X):
+        skew = 1.001 if self.gain.value.device.endswith("CPU:1") else 1.0
+        return self.gain * X * _rms(X, self.eps) * skew
+
+
 M = "tests.mutants.tensorflow_mutants"
 MUTANTS = [
+    Mutant("tensorflow", "rmsnorm", f"{M}:DeviceDependent", "device_parity", "output on CPU:1 vs cpu"),
     Mutant("tensorflow", "rmsnorm", f"{M}:GainRawVariable", "parameters", "untracked attribute 'gain'"),
     Mutant("tensorflow", "rmsnorm", f"{M}:GainRawVariable", "parameters", "self.add_weight(...) in build()"),
     Mutant("tensorflow", "rmsnorm", f"{M}:GainInList", "parameters", "untracked attribute 'gains[0]'"),
