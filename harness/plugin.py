@@ -35,6 +35,8 @@ def pytest_addoption(parser):
     g.addoption("--conformance-json", metavar="PATH", help="write the results file here")
     g.addoption("--seed", type=int, default=None, help="seed for every drawn input (default 0)")
     g.addoption("--check", action="append", default=[], metavar="ID", help="run only these check ids")
+    g.addoption("--memory-limit", type=float, default=None, metavar="GIB",
+                help="memory cap per process running checks (default 8 GiB; 0 lifts it)")
     g.addoption("--check-timeout", type=float, default=None, metavar="SECONDS",
                 help="per-check timeout (default: the contract's `timeout`, else 60 s)")
     for name, kind, help_ in [
@@ -135,6 +137,10 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "conformance: a layer conformance check")
     run = ConformanceRun(config)
     config.stash[_RUN_KEY] = run
+    if run.active:
+        from .runner import DEFAULT_MEMORY_LIMIT_GIB, limit_memory
+        limit = config.getoption("memory_limit")
+        limit_memory(DEFAULT_MEMORY_LIMIT_GIB if limit is None else limit)
     # one framework's checks on one xdist worker, so a worker imports each framework once
     if run.active and getattr(config.option, "dist", "no") == "load":
         config.option.dist = "loadgroup"

@@ -18,6 +18,27 @@ from .checks import CHECKS, CheckContext, CheckFailed, CheckSkipped, unexpected_
 
 DEVICE_CHECKS = ("devices", "device_parity")
 DEFAULT_TIMEOUT = 60.0  # seconds per check; the contract's `timeout` and --check-timeout override it
+DEFAULT_MEMORY_LIMIT_GIB = 8.0  # per process; --memory-limit overrides it, 0 lifts it
+
+
+def limit_memory(gib: float) -> None:
+    """Cap this process's data segment so a layer that exhausts memory gets an allocation error
+    (MemoryError, torch's "can't allocate memory") instead of taking the machine down."""
+    import resource
+    if not gib or not hasattr(resource, "RLIMIT_DATA"):
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    want = int(gib * 2 ** 30)
+    if hard != resource.RLIM_INFINITY:
+        want = min(want, hard)
+    if soft == resource.RLIM_INFINITY or want < soft:
+        resource.setrlimit(resource.RLIMIT_DATA, (want, hard))
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return isinstance(exc, MemoryError) or "can't allocate memory" in text or "out of memory" in text \
+        or "resource_exhausted" in text or "cannot allocate memory" in text
 
 
 class CheckTimeout(BaseException):
@@ -98,7 +119,11 @@ def run_check(ctx: CheckContext, check: str, timeout: float | None = None) -> di
     except CheckFailed as exc:
         rec.update(outcome="failed", message=exc.message, details=_jsonable(exc.details))
     except Exception as exc:  # the layer raised: the check fails at the layer's point of failure
-        rec.update(outcome="failed", message=unexpected_error(exc))
+        if _out_of_memory(exc):
+            rec.update(outcome="error", message=f"the layer exhausted the memory limit (--memory-limit): "
+                                                f"{unexpected_error(exc)}")
+        else:
+            rec.update(outcome="failed", message=unexpected_error(exc))
     if notes:
         rec.setdefault("details", {})["global_state"] = notes
     return rec

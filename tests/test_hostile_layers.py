@@ -89,3 +89,16 @@ def test_aborting_layer_loses_only_its_checks(tmp_path):
     assert by[("Aborts", "parameters")]["outcome"] == "error"
     assert by[("IMPL", "values")]["outcome"] == "passed"
     assert by[("IMPL", "parameters")]["outcome"] == "passed"
+
+
+def test_memory_exhaustion_is_an_error_under_the_limit(tmp_path):
+    """Under --memory-limit the allocation fails inside the layer: 'error', and the run goes on."""
+    out = tmp_path / "results.json"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--memory-limit", "6",
+                           "--contract", "rmsnorm", "--impl", "tests.hostile.torch_hostile:ExhaustsMemory",
+                           "--check", "values", "--conformance-json", str(out), "--rootdir", str(ROOT)],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    (rec,) = json.loads(out.read_text())["results"]
+    assert rec["outcome"] == "error"
+    assert "exhausted the memory limit" in rec["message"] and "can't allocate memory" in rec["message"]

@@ -61,3 +61,10 @@ class MutatesGlobals(_Base):
         torch.manual_seed(1234)
         torch.set_num_threads(1)
         return self.correct(X)
+
+
+class ExhaustsMemory(_Base):
+    """Allocates far more than any limit allows (64 GiB)."""
+    def forward(self, X):
+        hog = torch.ones(16 * 2 ** 30)
+        return self.correct(X) + hog[:1]
