@@ -46,7 +46,16 @@ class CheckTimeout(BaseException):
 
 
 def _jsonable(d):
-    return json.loads(json.dumps(d or {}, default=lambda o: o.item() if hasattr(o, "item") else str(o)))
+    """Plain JSON (no NaN/Infinity tokens, which browsers' JSON.parse rejects): those become strings."""
+    def clean(v):
+        if isinstance(v, float) and not np.isfinite(v):
+            return str(v)
+        if isinstance(v, dict):
+            return {k: clean(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [clean(x) for x in v]
+        return v
+    return clean(json.loads(json.dumps(d or {}, default=lambda o: o.item() if hasattr(o, "item") else str(o))))
 
 
 @contextmanager
