@@ -159,6 +159,15 @@ class Adapter:
         Both native. Frameworks without forward-mode autodiff mark such contracts not applicable."""
         raise NotImplementedError
 
+    def hvp(self, fn, layer, inputs: list, wrt: list[int], cotangent, directions: list):
+        """Second order: the gradient w.r.t. inputs[j] (j in ``wrt``) of
+        sum_i <d/d inputs[i] sum(fn(*inputs) * cotangent), directions[i]> over i in ``wrt``,
+        taken by differentiating the framework's own first-order gradient (so through a custom
+        backward rule). ``directions`` has one array per input (None outside ``wrt``); state is
+        held constant. Returns one gradient per input: None outside ``wrt``, or where the
+        framework produced none."""
+        raise NotImplementedError
+
     def save_globals(self):
         """Snapshot of process-global framework state a layer could change (dtype, RNG, threads...)."""
         return None

@@ -285,6 +285,21 @@ class FrameworkAdapter(Adapter):
             return jax.jvp(lambda *xs: pure(xs, params), [args[i] for i in pushed],
                            [jnp.asarray(np.asarray(tangents[i]), dtype=args[i].dtype) for i in pushed])
 
+    def hvp(self, fn, layer, inputs, wrt, cotangent, directions):
+        with _x64(_wants_x64(*inputs)):
+            args = [a if isinstance(a, jax.Array) else self.tensor(a) for a in inputs]
+            pure, params = self._pure(fn, layer, args, wrt)
+            dirs = [jnp.asarray(np.asarray(directions[i]), dtype=args[i].dtype) for i in wrt]
+
+            def gradient_dot(xs):
+                # jax.grad of this traces the first-order pullback, custom bwd rule included
+                out, pullback = jax.vjp(lambda xs: pure(xs, params), xs)
+                (grads,) = pullback(jnp.asarray(np.asarray(cotangent), dtype=out.dtype))
+                return sum(jnp.vdot(g, d) for g, d in zip(grads, dirs))
+            second = jax.grad(gradient_dot)([args[i] for i in wrt])
+        by_index = dict(zip(wrt, second))
+        return [by_index.get(i) for i in range(len(inputs))]
+
     def to_float64(self, layer):
         if not isinstance(layer, nnx.Module):
             return layer

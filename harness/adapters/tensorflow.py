@@ -231,6 +231,26 @@ class FrameworkAdapter(Adapter):
         tangent = acc.jvp(out)  # None where the output does not depend on the tangents
         return out, tf.zeros_like(out) if tangent is None else tangent
 
+    def hvp(self, fn, layer, inputs, wrt, cotangent, directions):
+        args = [a if self.is_tensor(a) else self.tensor(a) for a in inputs]
+        sources = [args[i] for i in wrt]
+        # the inner gradient runs inside the outer tape, which so records the backward rule's ops
+        with tf.GradientTape() as outer:
+            outer.watch(sources)
+            with tf.GradientTape() as inner:
+                inner.watch(sources)
+                out = self.call(fn, args)
+            if not isinstance(out, tf.Tensor):
+                raise TypeError(f"the output is a {type(out).__name__}, not a tf.Tensor")
+            ct = tf.cast(tf.constant(np.asarray(cotangent)), out.dtype)
+            grads = inner.gradient(out, sources, output_gradients=ct)
+            dot = [tf.reduce_sum(g * tf.cast(tf.constant(np.asarray(directions[i])), g.dtype))
+                   for i, g in zip(wrt, grads) if g is not None]
+            total = tf.add_n(dot) if dot else None
+        second = outer.gradient(total, sources) if total is not None else [None] * len(wrt)
+        by_index = dict(zip(wrt, second))
+        return [by_index.get(i) for i in range(len(inputs))]
+
     def to_float64(self, layer):
         """A float64 twin: the same class rebuilt under a float64 dtype policy, with the weights copied."""
         if not isinstance(layer, keras.layers.Layer):

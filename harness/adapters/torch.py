@@ -205,6 +205,30 @@ class FrameworkAdapter(Adapter):
             tangent = torch.zeros_like(primal) if tangent is None else tangent.detach().clone()
         return primal, tangent
 
+    def hvp(self, fn, layer, inputs, wrt, cotangent, directions):
+        args = []
+        for i, a in enumerate(inputs):
+            t = a if isinstance(a, torch.Tensor) else self.tensor(a)
+            args.append(t.detach().clone().requires_grad_(True) if i in wrt else t)
+        if isinstance(layer, torch.nn.Module):
+            layer.train(False)
+        out = fn(*args)
+        if not isinstance(out, torch.Tensor):
+            raise TypeError(f"the output is a {type(out).__name__}, not a torch.Tensor")
+        if not out.requires_grad:
+            return [None] * len(inputs)
+        ct = torch.as_tensor(np.asarray(cotangent)).to(dtype=out.dtype, device=out.device)
+        sources = [args[i] for i in wrt]
+        # create_graph records the backward rule itself, so it can be differentiated again
+        grads = torch.autograd.grad((out * ct).sum(), sources, create_graph=True, allow_unused=True)
+        dot = [(g * torch.as_tensor(np.asarray(directions[i])).to(g.dtype)).sum()
+               for i, g in zip(wrt, grads) if g is not None and g.requires_grad]
+        if not dot:  # a rule computed outside autograd (detached, numpy) gives constant gradients
+            return [None] * len(inputs)
+        second = torch.autograd.grad(torch.stack(dot).sum(), sources, allow_unused=True)
+        by_index = dict(zip(wrt, second))
+        return [None if by_index.get(i) is None else by_index[i].detach() for i in range(len(inputs))]
+
     def save_globals(self):
         return {"default dtype": torch.get_default_dtype(), "threads": torch.get_num_threads(),
                 "grad mode": torch.is_grad_enabled(), "rng": torch.get_rng_state()}

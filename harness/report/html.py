@@ -31,7 +31,9 @@ def status_of(r: dict) -> str:
 
 def row_label(r: dict) -> str:
     """Bundled reference implementations share one row per contract across frameworks."""
-    return "reference" if _BUNDLED_IMPL.match(str(r.get("impl", ""))) else str(r.get("impl", ""))
+    impl = str(r.get("impl", ""))
+    # a bundled target that is not applicable in a framework has no implementation at all
+    return "reference" if _BUNDLED_IMPL.match(impl) or impl == "(not applicable)" else impl
 
 
 def _contract_arg(r: dict, bundled) -> str:

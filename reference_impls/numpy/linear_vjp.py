@@ -8,3 +8,9 @@ def forward(W, x, b, **_):
 
 def vjp(g, W, x, b, **_):
     return {"W": np.outer(g, x), "x": W.T @ g, "b": g}
+
+
+def hvp(g, v, W, x, b, **_):
+    # d/d(W, x, b) of <g x^T, vW> + <W^T g, vx> + <g, vb>: only the bilinear W x term has a
+    # second derivative
+    return {"W": np.outer(g, v["x"]), "x": v["W"].T @ g, "b": np.zeros_like(b)}

@@ -14,3 +14,10 @@ def _sigmoid(x):
 
 def vjp(g, x, **_):
     return {"x": g * _sigmoid(x)}
+
+
+def hvp(g, v, x, **_):
+    # d/dx <g * sigmoid(x), v> = g * sigmoid'(x) * v, sigmoid' = s (1 - s): what grad of grad
+    # gives when the backward rule is itself differentiable
+    s = _sigmoid(x)
+    return {"x": g * s * (1.0 - s) * v["x"]}

@@ -10,3 +10,13 @@ def forward(x, **_):
 def vjp(g, x, **_):
     n = np.sqrt(np.sum(x * x))
     return {"x": g * x / (1.0 if n == 0 else n)}
+
+
+def hvp(g, v, x, **_):
+    # d/dx <g x / n, v> = g (v / n - x (x . v) / n^3) away from 0; at 0 the rule's x / 1
+    # (the where picks the constant) has derivative g v
+    n = np.sqrt(np.sum(x * x))
+    t = v["x"]
+    if n == 0:
+        return {"x": g * t}
+    return {"x": g * (t / n - x * np.sum(x * t) / n ** 3)}

@@ -19,3 +19,10 @@ def vjp(g, logits, labels, **_):
     p = np.exp(_log_softmax(logits))
     # general labels: d/dz = p * sum(y) - y, which is p - y for one-hot rows
     return {"logits": g[..., None] * (p * labels.sum(-1, keepdims=True) - labels)}
+
+
+def hvp(g, v, logits, labels, **_):
+    # d/dz <g (p sum(y) - y), v> = g sum(y) (p v - p (p . v)): the softmax Jacobian diag(p) - p p^T
+    p = np.exp(_log_softmax(logits))
+    t = v["logits"]
+    return {"logits": g[..., None] * labels.sum(-1, keepdims=True) * (p * t - p * (p * t).sum(-1, keepdims=True))}
