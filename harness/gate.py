@@ -416,10 +416,13 @@ def _scope(run, config):
         contracts = {Path(t.contract_path).stem for t in run.targets}
         contracts |= {c.name for c in getattr(run, "contracts", {}).values()}
 
+    # --changed-since runs only the layers a change touched: the others have not disappeared
+    impls = {t.impl for t in run.targets} if config.getoption("changed_since") else None
+
     def in_scope(r):
         return ((frameworks is None or r.get("framework") in frameworks) and r.get("device") in run.devices
                 and r.get("check") in run.checks and (contracts is None or r.get("contract") in contracts)
-                and (not impl or r.get("impl") == impl))
+                and (not impl or r.get("impl") == impl) and (impls is None or r.get("impl") in impls))
     return in_scope
 
 

@@ -94,8 +94,32 @@ def _framework_for(impl_spec: str, requested: list[str]) -> str:
     return found
 
 
+def changed_files(rev: str) -> set[str]:
+    """Absolute paths of files changed since ``rev`` (merge base, as a pull request sees it)."""
+    import subprocess
+    try:
+        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True,
+                             check=True).stdout.strip()
+        names = subprocess.run(["git", "diff", "--name-only", f"{rev}...HEAD"], capture_output=True, text=True,
+                               check=True, cwd=top).stdout.split()
+        names += subprocess.run(["git", "diff", "--name-only", "HEAD"], capture_output=True, text=True,
+                                check=True, cwd=top).stdout.split()
+    except (OSError, subprocess.CalledProcessError) as exc:
+        detail = getattr(exc, "stderr", "") or exc
+        raise UsageError(f"--changed-since {rev}: cannot ask git what changed: {str(detail).strip()}") from None
+    return {str((Path(top) / n).resolve()) for n in names}
+
+
+def _module_file(impl: str) -> str | None:
+    try:
+        spec = importlib.util.find_spec(impl.split(":", 1)[0])
+    except (ImportError, ValueError):
+        return None
+    return str(Path(spec.origin).resolve()) if spec and spec.origin else None
+
+
 def plan(contracts: list[str], impl: str | None, bindings: str | None, frameworks: list[str],
-         state_map: dict) -> list[Target]:
+         state_map: dict, changed_since: str | None = None) -> list[Target]:
     for fw in frameworks:
         if fw not in adapters.FRAMEWORKS:
             raise UsageError(f"--framework {fw!r}: known frameworks are {', '.join(adapters.FRAMEWORKS)}")
@@ -109,6 +133,12 @@ def plan(contracts: list[str], impl: str | None, bindings: str | None, framework
         entries = (entries or {}).get("bindings", entries) if isinstance(entries, dict) else entries
         if not isinstance(entries, list):
             raise UsageError(f"--bindings {bindings}: expected a list of {{contract, impl}} entries")
+        if changed_since:
+            # only the layers a pull request touches: the implementation's file or its contract changed
+            changed = changed_files(changed_since)
+            entries = [e for e in entries if isinstance(e, dict) and (
+                _module_file(str(e.get("impl", ""))) in changed
+                or str(find_contract(str(e.get("contract", ""))).resolve()) in changed)]
         for i, e in enumerate(entries):
             if not isinstance(e, dict) or "contract" not in e or "impl" not in e:
                 raise UsageError(f"--bindings {bindings}: entry {i} needs 'contract' and 'impl'")

@@ -162,3 +162,25 @@ def test_harness_test_files_are_not_pulled_into_an_impl_run(user_pkg):
                       cwd=user_pkg)
     assert "test_should_not_run" not in proc.stdout
     assert "centered[RMSNorm-torch-cpu]::values" in proc.stdout
+
+
+@requires_torch
+def test_changed_since_keeps_only_the_layers_a_change_touched(user_pkg):
+    """--changed-since REV: a pull request gates only the layers (or contracts) it changed."""
+    git = lambda *a: subprocess.run(["git", *a], cwd=user_pkg, check=True, capture_output=True)
+    (user_pkg / "mypkg" / "other.py").write_text(USER_LAYER)
+    (user_pkg / "bindings.yaml").write_text(textwrap.dedent("""\
+        - {contract: rmsnorm, impl: "mypkg.layers:RMSNorm"}
+        - {contract: rmsnorm, impl: "mypkg.other:RMSNorm"}
+    """))
+    git("init", "-q")
+    git("-c", "user.email=ci@example.org", "-c", "user.name=ci", "commit", "-qam", "layers", "--allow-empty")
+    git("add", ".")
+    git("-c", "user.email=ci@example.org", "-c", "user.name=ci", "commit", "-qm", "layers")
+    proc = pytest_run("--bindings", "bindings.yaml", "--changed-since", "HEAD", "--collect-only", "-q", cwd=user_pkg)
+    assert proc.returncode == 0 and "collected" not in proc.stdout.replace("no tests collected", ""), proc.stdout
+    (user_pkg / "mypkg" / "other.py").write_text(USER_LAYER + "\n# changed\n")
+    proc = pytest_run("--bindings", "bindings.yaml", "--changed-since", "HEAD", "--collect-only", "-q", cwd=user_pkg)
+    assert "rmsnorm[mypkg.other.RMSNorm-torch-cpu]::values" in proc.stdout or \
+        "rmsnorm[RMSNorm-torch-cpu]::values" in proc.stdout, proc.stdout
+    assert "mypkg.layers" not in proc.stdout

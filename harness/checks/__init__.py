@@ -9,6 +9,7 @@ from .numerics import check_gradients, check_native, check_values
 from .registration import check_composition, check_device_parity, check_devices, check_serialization
 from .state import check_buffers, check_parameters
 from .forward import check_forward_mode
+from .second_order import check_second_order
 from .loading import check_strict_loading
 from .modes import check_modes
 from .properties import check_properties
@@ -27,6 +28,7 @@ CHECKS = {
     "modes": check_modes,
     "properties": check_properties,
     "forward_mode": check_forward_mode,
+    "second_order": check_second_order,
 }
 
 __all__ = ["CHECKS", "CheckContext", "CheckFailed", "CheckSkipped", "construct", "unexpected_error"]
