@@ -102,3 +102,15 @@ def test_memory_exhaustion_is_an_error_under_the_limit(tmp_path):
     (rec,) = json.loads(out.read_text())["results"]
     assert rec["outcome"] == "error"
     assert "exhausted the memory limit" in rec["message"] and "can't allocate memory" in rec["message"]
+
+
+def test_jax_x64_switch_is_undone_and_reported():
+    jax = pytest.importorskip("jax")
+    pytest.importorskip("flax")
+    from tests.hostile.jax_hostile import EnablesX64
+    before = jax.config.jax_enable_x64
+    rec = run_check(context_for(RMSNORM, EnablesX64, "jax"), "values")
+    assert jax.config.jax_enable_x64 == before
+    assert "jax x64" in " ".join(rec["details"]["global_state"])
+    from reference_impls.jax.rmsnorm import IMPL
+    assert run_check(context_for(RMSNORM, IMPL, "jax"), "values")["outcome"] == "passed"

@@ -402,3 +402,22 @@ MUTANTS = [
     Mutant("jax", "rmsnorm", "tests.mutants.jax_mutants:EpsOutsideSqrt", "properties", "property mean_square"),
     Mutant("jax", "causal_mask", f"{M}:MaskDiagonal", "properties", "on the diagonal changed"),
 ]
+
+
+# --- second order: a backward rule that is right but not differentiable ------------------------
+
+def _log1pexp_numpy_bwd(x, g):
+    # numpy's stable sigmoid exp(-logaddexp(0, -x)): right values, but np.asarray needs a concrete
+    # array, and under grad of grad the residual x is a tracer
+    return (g * np.exp(-np.logaddexp(0.0, -np.asarray(x))),)
+
+
+@_vjp(lambda x: (jnp.logaddexp(x, 0.0), x), _log1pexp_numpy_bwd)
+def log1pexp_numpy_bwd(x):
+    """The bwd rule computes sigmoid with numpy: every first-order check passes, grad of grad raises."""
+    return jnp.logaddexp(x, 0.0)
+
+
+MUTANTS += [
+    Mutant("jax", "log1pexp", f"{M}:log1pexp_numpy_bwd", "second_order", "TracerArrayConversionError"),
+]

@@ -378,3 +378,20 @@ MUTANTS = [
     Mutant(F, "rmsnorm", "tests.mutants.tensorflow_mutants:EpsOutsideSqrt", "properties", "property mean_square"),
     Mutant(F, "causal_mask", f"{M}:MaskDiagonal", "properties", "on the diagonal changed"),
 ]
+
+
+# --- second order: a backward rule that is right but not differentiable ------------------------
+
+@tf.custom_gradient
+def log1pexp_numpy_grad(x):
+    """The gradient function computes sigmoid with numpy on x.numpy(): first order is right
+    (eagerly), but the outer tape sees a constant, so grad of grad is lost."""
+    def grad(upstream):
+        return upstream * tf.constant(np.exp(-np.logaddexp(0.0, -x.numpy())))
+    return tf.maximum(x, 0.0) + tf.math.log1p(tf.exp(-tf.abs(x))), grad
+
+
+MUTANTS += [
+    Mutant(F, "log1pexp", f"{M}:log1pexp_numpy_grad", "second_order",
+           "Hessian-vector product for input 'x' (case 'random') is None"),
+]

@@ -435,3 +435,42 @@ MUTANTS = [
     Mutant("torch", "rmsnorm", "tests.mutants.torch_mutants:EpsOutsideSqrt", "properties", "property mean_square"),
     Mutant("torch", "causal_mask", f"{M}:MaskDiagonal", "properties", "on the diagonal changed"),
 ]
+
+
+# --- second order: backward rules that are right but not differentiable -------------------------
+
+class Log1pExpDetachedBackward(torch.autograd.Function):
+    """backward computes sigmoid on a detached x: the gradient is right, but a constant to grad
+    of grad, so the Hessian-vector product is lost."""
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return torch.logaddexp(x, torch.zeros_like(x))
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * torch.sigmoid(x.detach())
+
+
+class SoftmaxCESavesLogP(torch.autograd.Function):
+    """Saves log_softmax(logits), an intermediate of the unrecorded forward, instead of the logits:
+    first order is right, but the backward rule's p is a constant to grad of grad."""
+    @staticmethod
+    def forward(ctx, logits, labels):
+        log_p = torch.log_softmax(logits, dim=-1)
+        ctx.save_for_backward(log_p, labels)
+        return -(labels * log_p).sum(-1)
+
+    @staticmethod
+    def backward(ctx, g):
+        log_p, labels = ctx.saved_tensors
+        return g[..., None] * (log_p.exp() * labels.sum(-1, keepdim=True) - labels), None
+
+
+MUTANTS += [
+    Mutant("torch", "log1pexp", f"{M}:Log1pExpDetachedBackward", "second_order",
+           "Hessian-vector product for input 'x' (case 'random') is None"),
+    Mutant("torch", "softmax_cross_entropy", f"{M}:SoftmaxCESavesLogP", "second_order",
+           "the backward rule's result is a constant to autodiff"),
+]
