@@ -162,3 +162,14 @@ def test_python_dash_m_entry_point(tmp_path):
                            str(tmp_path / "r.html")], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "r.html").exists()
+
+
+def test_an_absent_device_is_marked_unavailable_not_failed():
+    from harness.report.html import build_data
+    rec = {"contract": "rmsnorm", "impl": "m:L", "framework": "torch", "device": "cuda", "check": "values",
+           "outcome": "skipped", "message": "no CUDA device for torch here", "unavailable": True}
+    ok = dict(rec, device="cpu", outcome="passed", message="", unavailable=False)
+    data = build_data({"schema_version": 1, "results": [rec, ok], "environment": {}})
+    by_device = {c["device"]: c for c in data["checks"]}
+    assert by_device["cuda"]["unavailable"] is True and by_device["cuda"]["status"] == "skipped"
+    assert by_device["cpu"]["unavailable"] is False

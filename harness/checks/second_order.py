@@ -49,6 +49,7 @@ def check_second_order(ctx):
     kw = {**contract.constructor, **state}
     rng = inputs_mod.rng_for(ctx.seed, contract.name, "second_order")
     problems, compared, constant_rule = [], 0, False
+    raised: dict[str, list[str]] = {}  # error -> the cases it was raised on (said once)
     for case in cases:
         inputs = ctx.case_inputs(case)
         input_names, idx, _ = _wrt(ctx, case)
@@ -64,8 +65,7 @@ def check_second_order(ctx):
         except CheckSkipped:
             raise
         except Exception as exc:
-            problems.append(f"case {case['name']!r}: differentiating the gradient raised {unexpected_error(exc)}")
-            constant_rule = True
+            raised.setdefault(unexpected_error(exc), []).append(repr(case["name"]))
             continue
         want = ref_hvp(_float64(g), {input_names[i]: _float64(v[i]) for i in idx},
                        *[_float64(a) for a in inputs], **kw)
@@ -92,6 +92,9 @@ def check_second_order(ctx):
                                      what=f"Hessian-vector product for {label} vs the reference {spec['reference']}")
             if diff:
                 problems.append(diff)
+    problems = [f"case{'s' if len(where) > 1 else ''} {', '.join(where)}: differentiating the gradient "
+                f"raised {error}" for error, where in raised.items()] + problems
+    constant_rule = constant_rule or bool(raised)
     if problems:
         raise CheckFailed("; ".join(problems) + (f". {_not_differentiable(adapter.name)}" if constant_rule else ""))
     if not compared:

@@ -101,6 +101,7 @@ def build_data(doc: dict, comparison=None, baseline_name: str | None = None, tit
             "details": r.get("details") or {}, "numbers": _numbers(r), "duration": r.get("duration"),
             "nodeid": r.get("nodeid", ""), "expectation": r.get("expectation"), "change": change,
             "was": was, "repro": repro_command(r, env.get("seed"), bundled),
+            "unavailable": bool(r.get("unavailable")),
         })
     baseline = None
     if comparison is not None:

@@ -421,3 +421,23 @@ def log1pexp_numpy_bwd(x):
 MUTANTS += [
     Mutant("jax", "log1pexp", f"{M}:log1pexp_numpy_bwd", "second_order", "TracerArrayConversionError"),
 ]
+
+
+@jax.custom_jvp
+def safe_norm_rule_stops_norm(x):
+    """The JVP rule divides by stop_gradient(norm): first order is unchanged, but differentiating
+    the rule again misses the norm's own derivative, so the Hessian is wrong (not zero)."""
+    return jnp.sqrt(jnp.sum(x * x))
+
+
+@safe_norm_rule_stops_norm.defjvp
+def _safe_norm_rule_stops_norm_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    n = jax.lax.stop_gradient(safe_norm_rule_stops_norm(x))
+    return n, jnp.sum(x * t) / jnp.where(n == 0.0, 1.0, n)
+
+
+MUTANTS += [
+    Mutant("jax", "safe_norm", f"{M}:safe_norm_rule_stops_norm", "second_order",
+           "Hessian-vector product for input 'x' (case 'random') vs the reference hvp"),
+]
