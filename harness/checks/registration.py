@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import inputs as inputs_mod
-from ..compare import describe_mismatch
+from ..compare import describe_mismatch, max_abs_error
 from .base import CheckFailed, CheckSkipped, unexpected_error
 
 
@@ -175,9 +175,8 @@ def check_device_parity(ctx):
                 continue
             rtol, atol = ctx.tolerance("device_parity", str(want.dtype))
             diff = describe_mismatch(got[what], want, rtol, atol, what=f"{what} on {device} vs cpu")
-            if got[what].shape == want.shape:
-                worst = max(worst, float(np.nanmax(np.abs(got[what].astype(np.float64) - want), initial=0.0))
-                            if np.issubdtype(want.dtype, np.floating) else 0.0)
+            if got[what].shape == want.shape and np.issubdtype(want.dtype, np.inexact):
+                worst = max(worst, max_abs_error(got[what], want))
             if diff:
                 problems.append(diff)
     if problems:
