@@ -8,7 +8,9 @@ cannot change another implementation's verdicts.
 from __future__ import annotations
 
 import json
+import os
 import signal
+import sys
 import threading
 from contextlib import contextmanager
 
@@ -60,8 +62,9 @@ def _jsonable(d):
 
 @contextmanager
 def time_limit(seconds: float | None):
-    """SIGALRM-based limit: interrupts Python code (an infinite loop in forward). Only in the main thread;
-    a hang inside native code that never returns to Python is left to process isolation (xdist workers)."""
+    """SIGALRM-based limit: interrupts Python code (an infinite loop in forward, a lock that never comes free).
+    Only in the main thread. A hang inside native code never returns to Python, so the signal handler never
+    runs: in an xdist worker a watchdog then ends the process, and the check is recorded as lost with it."""
     if not seconds or threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
         yield
         return
@@ -71,11 +74,29 @@ def time_limit(seconds: float | None):
 
     previous = signal.signal(signal.SIGALRM, on_alarm)
     signal.setitimer(signal.ITIMER_REAL, seconds)
+    watchdog = _watchdog(seconds + NATIVE_HANG_GRACE) if os.environ.get("PYTEST_XDIST_WORKER") else None
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        if watchdog is not None:
+            watchdog.cancel()
+
+
+NATIVE_HANG_GRACE = 10.0  # seconds past the timeout before a worker stuck in native code is ended
+
+
+def _watchdog(seconds: float) -> threading.Timer:
+    def end_worker():
+        sys.stderr.write(f"layer conformance: a check hung in native code past its timeout ({seconds:g} s); "
+                         f"ending this worker\n")
+        sys.stderr.flush()
+        os._exit(70)
+    timer = threading.Timer(seconds, end_worker)
+    timer.daemon = True
+    timer.start()
+    return timer
 
 
 @contextmanager

@@ -49,6 +49,30 @@ def test_hanging_layer_is_stopped_by_the_timeout():
     assert "timed out after 1 s" in rec["message"] and "per-check timeout" in rec["message"]
 
 
+def test_deadlocked_layer_is_stopped_by_the_timeout():
+    rec = run(H.Deadlocks, "values", timeout=1.0)
+    assert rec["outcome"] == "error" and "timed out after 1 s" in rec["message"]
+
+
+def test_hang_in_native_code_loses_only_its_check(tmp_path):
+    """A C call that never returns ignores the timeout's signal; the worker's watchdog ends the
+    process after the grace period and the rest of the run completes."""
+    bindings = tmp_path / "bindings.yaml"
+    bindings.write_text(textwrap.dedent("""\
+        - {contract: rmsnorm, impl: "tests.hostile.torch_hostile:HangsInNativeCode"}
+        - {contract: rmsnorm, impl: "reference_impls.torch.rmsnorm:IMPL"}
+    """))
+    out = tmp_path / "results.json"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "1", "-q",
+                           "--bindings", str(bindings), "--check", "values", "--check-timeout", "1",
+                           "--conformance-json", str(out), "--rootdir", str(ROOT)],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    by = {r["impl"].rpartition(":")[2]: r for r in json.loads(out.read_text())["results"]}
+    assert by["HangsInNativeCode"]["outcome"] == "error" and "died" in by["HangsInNativeCode"]["message"]
+    assert by["IMPL"]["outcome"] == "passed"
+
+
 def test_global_state_mutation_is_restored_and_reported():
     before = (torch.get_default_dtype(), torch.get_num_threads())
     rec = run(H.MutatesGlobals, "values")

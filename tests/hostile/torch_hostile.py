@@ -68,3 +68,22 @@ class ExhaustsMemory(_Base):
     def forward(self, X):
         hog = torch.ones(16 * 2 ** 30)
         return self.correct(X) + hog[:1]
+
+
+class Deadlocks(_Base):
+    """Waits for a lock it already holds."""
+    def forward(self, X):
+        import threading
+        lock = threading.Lock()
+        lock.acquire()
+        lock.acquire()
+
+
+class HangsInNativeCode(_Base):
+    """Hangs the way native code does: with the timer's signal blocked, as a C library stuck in a
+    wait with signals masked would, so no Python signal handler ever runs."""
+    def forward(self, X):
+        import signal
+        import time
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+        time.sleep(3600)
