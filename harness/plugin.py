@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -174,7 +175,10 @@ def pytest_report_header(config):
     lines = [f"layer conformance {__version__}: seed {run.seed}, devices {','.join(run.devices)}, "
              f"{len(run.targets)} target(s)"]
     for t in run.targets:
-        lines.append(f"  {Path(t.contract_path).name}: {t.impl or '(not applicable)'} [{t.framework}]")
+        # the resolved implementation: where its module was actually imported from
+        module = sys.modules.get(t.impl.split(":", 1)[0]) if t.impl and not t.bundled else None
+        where = f" from {module.__file__}" if getattr(module, "__file__", None) else ""
+        lines.append(f"  {Path(t.contract_path).name}: {t.impl or '(not applicable)'} [{t.framework}]{where}")
     versions = run.frameworks()
     if versions:
         lines.append("  frameworks: " + ", ".join(f"{k} {v}" for k, v in versions.items()))

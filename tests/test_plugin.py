@@ -55,7 +55,8 @@ def test_user_layer_outside_the_repo(user_pkg):
                       "-v", cwd=user_pkg)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "rmsnorm[RMSNorm-torch-cpu]::serialization PASSED" in proc.stdout
-    assert "mypkg.layers:RMSNorm [torch]" in proc.stdout          # the header echoes the implementation
+    assert "mypkg.layers:RMSNorm [torch] from " in proc.stdout    # the header echoes the resolved implementation
+    assert str(user_pkg / "mypkg" / "layers.py") in proc.stdout
     assert "seed 0" in proc.stdout and "torch 2." in proc.stdout  # ... the seed and framework versions
     doc = json.loads((user_pkg / "out.json").read_text())
     assert doc["schema_version"] == 1 and doc["environment"]["frameworks"]["torch"].startswith("2.")
