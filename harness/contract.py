@@ -476,6 +476,9 @@ def _semantic_problems(data: dict, lines: dict) -> list:
             at = ("cases", ci, "inputs", name)
             if not isinstance(inp, dict):
                 continue
+            if inp.get("dtype") == "bfloat16":
+                # numpy has no bfloat16, so neither the draw nor the float64 reference can hold one
+                bad(at + ("dtype",), "bfloat16 inputs are not supported yet: draw float32 and cast inside the layer")
             draw = inp.get("draw", "normal")
             if draw == "literal" or "value" in inp:
                 if "value" not in inp:
