@@ -194,3 +194,111 @@ def test_global_x64_switch_is_restored_and_reported():
     rec = check_all(contract("rmsnorm"), SwitchesX64On, "jax", checks=["values"])["values"]
     assert jax.config.jax_enable_x64 is False
     assert "jax x64" in " ".join(rec["details"]["global_state"]), rec
+
+
+# -- compiled calls: the adapter traces and compiles whole calls, and runs eagerly what does not trace ------
+class BranchesOnValues(RMSNorm):
+    """Python control flow on a value: not traceable, correct when run eagerly."""
+    def __call__(self, X):
+        if float(X.sum()) > -1e30:
+            return super().__call__(X)
+        return X
+
+
+@jax.custom_vjp
+def log1pexp_numpy_bwd(x):
+    return jnp.logaddexp(x, 0.0)
+
+
+def _numpy_bwd(x, g):
+    # right first-order values, but numpy: grad of grad cannot differentiate through it
+    return (jnp.asarray(np.asarray(g) / (1.0 + np.exp(-np.asarray(x)))),)
+
+
+log1pexp_numpy_bwd.defvjp(lambda x: (log1pexp_numpy_bwd(x), x), _numpy_bwd)
+
+
+def test_a_layer_that_does_not_trace_gets_the_eager_verdicts():
+    """Forward checks pass as for RMSNorm (run eagerly); differentiating fails as it does eagerly:
+    jax.vjp itself traces the layer with abstract values."""
+    import inspect
+    line = inspect.getsourcelines(BranchesOnValues.__call__)[1] + 1
+    c = contract("rmsnorm")
+    want = {k: r["outcome"] for k, r in check_all(c, RMSNorm, "jax").items()}
+    got = check_all(c, BranchesOnValues, "jax")
+    differentiated = {"gradients", "device_parity"}
+    assert {k: r["outcome"] for k, r in got.items() if k not in differentiated} == \
+        {k: o for k, o in want.items() if k not in differentiated} and want["values"] == "passed", (want, got)
+    for check in differentiated:
+        assert got[check]["outcome"] == "failed" and "ConcretizationTypeError" in got[check]["message"]
+        assert f"test_adapter_jax.py:{line} in __call__)" in got[check]["message"], got[check]["message"]
+
+
+def test_a_numpy_backward_rule_passes_first_order_and_fails_second_order():
+    records = check_all(contract("log1pexp"), log1pexp_numpy_bwd, "jax",
+                        checks=["values", "gradients", "second_order"])
+    assert records["values"]["outcome"] == records["gradients"]["outcome"] == "passed", records
+    assert records["second_order"]["outcome"] == "failed", records
+    # the eager error, raised at the numpy line, not a tracer error from a compiled attempt
+    assert "TracerArrayConversionError" in records["second_order"]["message"]
+    assert "in _numpy_bwd)" in records["second_order"]["message"], records["second_order"]["message"]
+
+
+class RaisesOnPositiveSum(RMSNorm):
+    def __call__(self, X):
+        if float(X.sum()) > -1e30:
+            raise ValueError("refused by the layer")
+        return X
+
+
+def test_an_error_is_the_eager_one_at_the_users_line():
+    import inspect
+    line = inspect.getsourcelines(RaisesOnPositiveSum.__call__)[1] + 2
+    for check in ("values", "gradients"):
+        message = check_all(contract("rmsnorm"), RaisesOnPositiveSum, "jax", checks=[check])[check]["message"]
+        assert "ValueError: refused by the layer" in message, message
+        assert f"test_adapter_jax.py:{line} in __call__)" in message, message
+
+
+SCALE = [1.0]
+
+
+class ReadsAGlobal(RMSNorm):
+    def __call__(self, X):
+        return super().__call__(X) * SCALE[0]
+
+
+def test_python_runs_on_every_call_and_no_stale_program_is_reused():
+    layer = ADAPTER.construct(ReadsAGlobal, {"d": 8})
+    x = np.random.default_rng(0).normal(size=(2, 8)).astype(np.float32)
+    try:
+        SCALE[0] = 1.0
+        once, (g_once,), _ = ADAPTER.vjp(layer, layer, [x], [0], np.ones((2, 8)))
+        SCALE[0] = 3.0
+        thrice, (g_thrice,), _ = ADAPTER.vjp(layer, layer, [x], [0], np.ones((2, 8)))
+        called = ADAPTER.numpy(ADAPTER.call(layer, [x]))
+    finally:
+        SCALE[0] = 1.0
+    np.testing.assert_allclose(ADAPTER.numpy(thrice), 3 * ADAPTER.numpy(once), rtol=1e-6)
+    np.testing.assert_allclose(ADAPTER.numpy(g_thrice), 3 * ADAPTER.numpy(g_once), rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(called, ADAPTER.numpy(thrice))
+
+
+def test_a_call_that_writes_state_writes_the_layer():
+    layer = ADAPTER.construct(RMSNormWithRngs, {"d": 8, "eps": 1e-6})
+    x = np.ones((4, 8), np.float32)
+    first = ADAPTER.numpy(ADAPTER.call(layer, [x], training=True))
+    second = ADAPTER.numpy(ADAPTER.call(layer, [x], training=True))
+    assert not np.array_equal(first, second)  # the dropout RNG advanced on the layer itself
+    assert np.array_equal(ADAPTER.numpy(ADAPTER.call(layer, [x])), ADAPTER.numpy(ADAPTER.call(layer, [x])))
+
+
+def test_identical_calls_share_one_compiled_program():
+    from harness.adapters import jax as jax_adapter
+    x = np.random.default_rng(0).normal(size=(7, 8)).astype(np.float32)  # a shape no other test uses
+    before = len(jax_adapter._COMPILED)
+    first = ADAPTER.call(ADAPTER.construct(RMSNorm, {"d": 8}), [x])
+    assert len(jax_adapter._COMPILED) == before + 1
+    second = ADAPTER.call(ADAPTER.construct(RMSNorm, {"d": 8}), [x])  # a new layer, the same program
+    assert len(jax_adapter._COMPILED) == before + 1
+    assert np.array_equal(ADAPTER.numpy(first), ADAPTER.numpy(second))

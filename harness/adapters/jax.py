@@ -69,6 +69,60 @@ def _wants_x64(*arrays) -> bool:
     return any(getattr(a, "dtype", None) == np.float64 for a in arrays)
 
 
+# Compiled programs by what was traced (see _compiled). Bounded: a long session traces many shapes.
+_COMPILED: dict = {}
+_COMPILED_MAX = 512
+
+
+def _program_key(traced, args):
+    """What decides the compiled program: the jaxpr text (shapes, dtypes, every literal), the values of the
+    constants it closed over, and where each argument lives. None where a compiled copy may act differently
+    from the traced code: a host callback (its Python function is not in the text), a constant committed to
+    a device (eager code would refuse to mix devices)."""
+    closed = traced.jaxpr
+    text = str(closed)
+    if "callback" in text:
+        return None
+    consts = []
+    for c in closed.consts:
+        if isinstance(c, jax.Array) and getattr(c, "_committed", True):
+            return None
+        a = np.asarray(c)
+        consts.append((a.dtype.str, a.shape, a.tobytes()))
+    places = tuple((getattr(a, "sharding", None), getattr(a, "_committed", None), getattr(a, "weak_type", None))
+                   for a in jax.tree.leaves(args))
+    return (text, tuple(consts), str(jax.tree.structure(args)), places, jax.config.jax_enable_x64,
+            str(jax.config.jax_default_device))
+
+
+class _NotAnArray(Exception):
+    """vjp's function returned something else (the name of its type)."""
+
+
+def _compiled(traceable, args):
+    """``traceable(*args)`` traced and run as one compiled program, or None where it cannot be.
+
+    Eager JAX compiles every primitive for every new shape (~20 ms each on CPU); one program per traced
+    function is far fewer compilations. The function is traced on every call, so the user's Python runs
+    once per call as it would eagerly; only the compilation is reused, for the identical program. None
+    (the caller then runs eagerly) when tracing fails: Python control flow on values, numpy conversions,
+    a custom rule that is not traceable. The eager run then gives the verdict, its own error included."""
+    try:
+        traced = jax.jit(traceable).trace(*args)
+        key = _program_key(traced, args)
+        if key is None:
+            return None
+        program = _COMPILED.get(key)
+        if program is None:
+            program = traced.lower().compile()
+            if len(_COMPILED) >= _COMPILED_MAX:
+                _COMPILED.pop(next(iter(_COMPILED)))
+            _COMPILED[key] = program
+        return (program(*args),)
+    except Exception:  # not traceable as a whole: eager it is (CheckTimeout is a BaseException)
+        return None
+
+
 class FrameworkAdapter(Adapter):
     name = "jax"
     module = "flax"
@@ -161,9 +215,27 @@ class FrameworkAdapter(Adapter):
     def call(self, layer, inputs, device=None, training=False):
         with _x64(_wants_x64(*inputs)):
             args = [a if isinstance(a, jax.Array) and device is None else self.tensor(a, device) for a in inputs]
-            if isinstance(layer, nnx.Module):
-                layer.train() if training else layer.eval()
-            return layer(*args)
+            if not isinstance(layer, nnx.Module):
+                done = _compiled(lambda *xs: layer(*xs), args)
+                return done[0] if done else layer(*args)
+            layer.train() if training else layer.eval()
+            try:
+                graphdef, state = nnx.split(layer)
+            except Exception:  # whatever it is, the eager call says it the usual way
+                return layer(*args)
+            pure = []  # set by the trace: the call left the layer as it was
+
+            def run(state, xs):
+                model = nnx.merge(graphdef, jax.tree.map(lambda v: v, state))
+                out = model(*xs)
+                after, new_state = nnx.split(model)
+                pure.append(after == graphdef and all(a is b for a, b in zip(jax.tree.leaves(state),
+                                                                             jax.tree.leaves(new_state))))
+                return out
+            done = _compiled(run, (state, args))
+            # a call that writes its state (RNG counters, running statistics, attributes) runs eagerly
+            # on the layer itself, so that the writes land where they would
+            return done[0] if done and pure == [True] else layer(*args)
 
     # -- state ---------------------------------------------------------------------------
     def _variables(self, layer) -> dict:
@@ -243,16 +315,17 @@ class FrameworkAdapter(Adapter):
         return layer
 
     # -- gradients ---------------------------------------------------------------------------
-    def _pure(self, fn, layer, args, chosen):
-        """``fn(*args)`` as a pure function of (the chosen inputs, the trainable state) for jax.vjp and
-        jax.jvp. The layer itself is never touched: each trace runs a copy merged from its state."""
+    def _pure(self, fn, layer, chosen):
+        """``fn(*args)`` as a pure function of (the chosen inputs, the other inputs, the trainable state,
+        the rest of the state) for jax.vjp and jax.jvp, and those values. The layer itself is never
+        touched: each trace runs a copy merged from its state."""
         if not isinstance(layer, nnx.Module):
-            graphdef, params, rest = None, {}, None
+            graphdef, params, rest = None, {}, {}
         else:
             graphdef, params, rest = nnx.split(layer, nnx.Param, ...)
 
-        def pure(xs, ps):
-            full = list(args)
+        def pure(xs, others, ps, rest):
+            full = list(others)
             for i, x in zip(chosen, xs):
                 full[i] = x
             if graphdef is None:
@@ -261,16 +334,29 @@ class FrameworkAdapter(Adapter):
             model = nnx.merge(graphdef, *jax.tree.map(lambda x: x, (ps, rest)))
             model.eval()
             return model(*full)
-        return pure, params
+        return pure, params, rest
+
+    @staticmethod
+    def _one_program(whole, values):
+        """``whole(*values)`` compiled as one program, or run eagerly where it cannot be traced."""
+        done = _compiled(whole, values)
+        return done[0] if done else whole(*values)
 
     def vjp(self, fn, layer, inputs, wrt, cotangent, dtype=None):
         with _x64(_wants_x64(*inputs)):
             args = [a if isinstance(a, jax.Array) else self.tensor(a) for a in inputs]
-            pure, params = self._pure(fn, layer, args, wrt)
-            out, pullback = jax.vjp(pure, [args[i] for i in wrt], params)
-            if not isinstance(out, jax.Array):
-                raise TypeError(f"the output is a {type(out).__name__}, not a jax.Array")
-            x_grads, p_grads = pullback(jnp.asarray(np.asarray(cotangent), dtype=out.dtype))
+            pure, params, rest = self._pure(fn, layer, wrt)
+
+            def whole(xs, others, ps, rest, ct):
+                out, pullback = jax.vjp(lambda xs, ps: pure(xs, others, ps, rest), xs, ps)
+                if not isinstance(out, jax.Array):
+                    raise _NotAnArray(type(out).__name__)
+                return (out, *pullback(jnp.asarray(ct, dtype=out.dtype)))
+            try:
+                out, x_grads, p_grads = self._one_program(
+                    whole, ([args[i] for i in wrt], args, params, rest, np.asarray(cotangent)))
+            except _NotAnArray as exc:  # raised here, so that the message points at vjp as it always has
+                raise TypeError(f"the output is a {exc}, not a jax.Array") from None
         by_index = dict(zip(wrt, x_grads))
         state_grads = {k: None for k in self.non_trainable(layer)}  # non-trainable state is never differentiated
         if p_grads:
@@ -281,22 +367,29 @@ class FrameworkAdapter(Adapter):
         with _x64(_wants_x64(*inputs)):
             args = [a if isinstance(a, jax.Array) else self.tensor(a) for a in inputs]
             pushed = [i for i, t in enumerate(tangents) if t is not None]
-            pure, params = self._pure(fn, layer, args, pushed)
-            return jax.jvp(lambda *xs: pure(xs, params), [args[i] for i in pushed],
-                           [jnp.asarray(np.asarray(tangents[i]), dtype=args[i].dtype) for i in pushed])
+            pure, params, rest = self._pure(fn, layer, pushed)
+
+            def whole(xs, others, ps, rest, ts):
+                return jax.jvp(lambda *xs: pure(xs, others, ps, rest), xs, ts)
+            return self._one_program(whole, ([args[i] for i in pushed], args, params, rest,
+                                             [jnp.asarray(np.asarray(tangents[i]), dtype=args[i].dtype)
+                                              for i in pushed]))
 
     def hvp(self, fn, layer, inputs, wrt, cotangent, directions):
         with _x64(_wants_x64(*inputs)):
             args = [a if isinstance(a, jax.Array) else self.tensor(a) for a in inputs]
-            pure, params = self._pure(fn, layer, args, wrt)
+            pure, params, rest = self._pure(fn, layer, wrt)
             dirs = [jnp.asarray(np.asarray(directions[i]), dtype=args[i].dtype) for i in wrt]
 
-            def gradient_dot(xs):
-                # jax.grad of this traces the first-order pullback, custom bwd rule included
-                out, pullback = jax.vjp(lambda xs: pure(xs, params), xs)
-                (grads,) = pullback(jnp.asarray(np.asarray(cotangent), dtype=out.dtype))
-                return sum(jnp.vdot(g, d) for g, d in zip(grads, dirs))
-            second = jax.grad(gradient_dot)([args[i] for i in wrt])
+            def whole(xs, others, ps, rest, ct, dirs):
+                def gradient_dot(xs):
+                    # jax.grad of this traces the first-order pullback, custom bwd rule included
+                    out, pullback = jax.vjp(lambda xs: pure(xs, others, ps, rest), xs)
+                    (grads,) = pullback(jnp.asarray(ct, dtype=out.dtype))
+                    return sum(jnp.vdot(g, d) for g, d in zip(grads, dirs))
+                return jax.grad(gradient_dot)(xs)
+            second = self._one_program(whole, ([args[i] for i in wrt], args, params, rest,
+                                               np.asarray(cotangent), dirs))
         by_index = dict(zip(wrt, second))
         return [by_index.get(i) for i in range(len(inputs))]
 
