@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from . import __version__
+from .nodeids import parse as parse_nodeid, target_name
 from .contract import ContractError, ContractNotFound, load_contract
 
 _DIST_NAMES = {"torch": ["torch"], "tensorflow": ["tensorflow", "tensorflow-cpu", "keras"],
@@ -215,8 +216,7 @@ class ContractFile(pytest.File):
             if labels.count(impl) > 1:
                 impl = t.impl.replace(":", ".")
             for device in run.devices:
-                parts = ([] if t.bundled else [impl]) + [t.framework, device]
-                name = f"{contract.name}[{'-'.join(parts)}]"
+                name = target_name(contract.name, None if t.bundled else impl, t.framework, device)
                 yield TargetNode.from_parent(self, name=name, target=t, contract=contract, device=device,
                                              impl_label=impl)
 
@@ -324,15 +324,14 @@ def pytest_runtest_logreport(report):
 
 
 def _record_for_lost_check(run, report) -> dict | None:
-    """Rebuild a record from the node id alone: ``<file>::<contract>[<parts>]::<check>``."""
-    try:
-        _, target_name, check = report.nodeid.rsplit("::", 2)
-        contract, parts = target_name[:-1].split("[", 1)
-        *label, framework, device = parts.split("-")
-    except ValueError:
+    """Rebuild a record from the node id alone (the worker that knew more is gone)."""
+    ids = parse_nodeid(report.nodeid)
+    if ids is None:
         return None
-    label = "-".join(label)
-    impl = next((t.impl for t in run.targets if t.framework == framework and Path(t.contract_path).stem == contract
+    contract, label, framework, device, check = (ids[k] for k in ("contract", "impl", "framework", "device", "check"))
+    names = {str(Path(p).resolve()): c.name for p, c in getattr(run, "contracts", {}).items()}
+    impl = next((t.impl for t in run.targets if t.framework == framework
+                 and names.get(str(Path(t.contract_path).resolve()), Path(t.contract_path).stem) == contract
                  and (not label or label in (t.impl_label, t.impl.replace(":", ".")))), label or "?")
     lines = str(report.longrepr).strip().splitlines()
     return {"contract": contract, "impl": impl, "framework": framework, "device": device, "check": check,

@@ -11,10 +11,9 @@ the replacement's collection. It also reads the group from the node id itself
 """
 from __future__ import annotations
 
-import re
-
-_TARGET = re.compile(r"\[(?:.*-)?(?P<framework>[a-z]+)-(?P<device>[a-z0-9:]+)\]::[a-z_]+(@.*)?$")
 from xdist.scheduler import LoadGroupScheduling
+
+from .nodeids import parse as parse_nodeid
 
 
 class FrameworkGroupScheduling(LoadGroupScheduling):
@@ -32,8 +31,8 @@ class FrameworkGroupScheduling(LoadGroupScheduling):
         return crashitem
 
     def _split_scope(self, nodeid):
-        m = _TARGET.search(nodeid)
-        return m.group("framework") if m else super()._split_scope(nodeid)
+        ids = parse_nodeid(nodeid)
+        return ids["framework"] if ids else super()._split_scope(nodeid)
 
     def _reschedule(self, node):
         if node not in self.registered_collections:
