@@ -54,21 +54,31 @@ def test_deadlocked_layer_is_stopped_by_the_timeout():
     assert rec["outcome"] == "error" and "timed out after 1 s" in rec["message"]
 
 
-def test_hang_in_native_code_loses_only_its_check(tmp_path):
-    """A C call that never returns ignores the timeout's signal; the worker's watchdog ends the
-    process after the grace period and the rest of the run completes."""
-    bindings = tmp_path / "bindings.yaml"
-    bindings.write_text(textwrap.dedent("""\
-        - {contract: rmsnorm, impl: "tests.hostile.torch_hostile:HangsInNativeCode"}
-        - {contract: rmsnorm, impl: "reference_impls.torch.rmsnorm:IMPL"}
-    """))
+def conformance_run(tmp_path, *args, hostile=None):
+    """A real pytest run in a subprocess; with ``hostile``, a bindings file pairs that hostile layer with the
+    correct one. Returns (process, {(impl attribute, check): record})."""
+    if hostile:
+        bindings = tmp_path / "bindings.yaml"
+        bindings.write_text(textwrap.dedent(f"""\
+            - {{contract: rmsnorm, impl: "tests.hostile.torch_hostile:{hostile}"}}
+            - {{contract: rmsnorm, impl: "reference_impls.torch.rmsnorm:IMPL"}}
+        """))
+        args = ("--bindings", str(bindings), *args)
     out = tmp_path / "results.json"
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "1", "-q",
-                           "--bindings", str(bindings), "--check", "values", "--check-timeout", "1",
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args,
                            "--conformance-json", str(out), "--rootdir", str(ROOT)],
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
+    records = json.loads(out.read_text())["results"] if out.exists() else []
+    return proc, {(r["impl"].rpartition(":")[2], r["check"]): r for r in records}
+
+
+def test_hang_in_native_code_loses_only_its_check(tmp_path):
+    """Native code stuck with signals masked never lets the timeout's handler run; the worker's watchdog
+    ends the process after the grace period and the rest of the run completes."""
+    proc, by = conformance_run(tmp_path, "-n", "1", "--check", "values", "--check-timeout", "1",
+                               hostile="HangsInNativeCode")
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
-    by = {r["impl"].rpartition(":")[2]: r for r in json.loads(out.read_text())["results"]}
+    by = {impl: r for (impl, _), r in by.items()}
     assert by["HangsInNativeCode"]["outcome"] == "error" and "died" in by["HangsInNativeCode"]["message"]
     assert by["IMPL"]["outcome"] == "passed"
 
@@ -94,19 +104,8 @@ def test_correct_layer_passes_in_the_same_process_after_hostile_ones():
 def test_aborting_layer_loses_only_its_checks(tmp_path):
     """os.abort() in forward kills the worker; xdist restarts it, the lost checks are 'error',
     the correct layer in the same run passes, and the results file is complete."""
-    bindings = tmp_path / "bindings.yaml"
-    bindings.write_text(textwrap.dedent("""\
-        - {contract: rmsnorm, impl: "tests.hostile.torch_hostile:Aborts"}
-        - {contract: rmsnorm, impl: "reference_impls.torch.rmsnorm:IMPL"}
-    """))
-    out = tmp_path / "results.json"
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "1", "-q",
-                           "--bindings", str(bindings), "--check", "values", "--check", "parameters",
-                           "--conformance-json", str(out), "--rootdir", str(ROOT)],
-                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    proc, by = conformance_run(tmp_path, "-n", "1", "--check", "values", "--check", "parameters", hostile="Aborts")
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    results = json.loads(out.read_text())["results"]
-    by = {(r["impl"].rpartition(":")[2], r["check"]): r for r in results}
     assert by[("Aborts", "values")]["outcome"] == "error"
     assert "died" in by[("Aborts", "values")]["message"]
     # building the layer calls forward once, so the parameters check dies with it too
@@ -117,13 +116,10 @@ def test_aborting_layer_loses_only_its_checks(tmp_path):
 
 def test_memory_exhaustion_is_an_error_under_the_limit(tmp_path):
     """Under --memory-limit the allocation fails inside the layer: 'error', and the run goes on."""
-    out = tmp_path / "results.json"
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--memory-limit", "6",
-                           "--contract", "rmsnorm", "--impl", "tests.hostile.torch_hostile:ExhaustsMemory",
-                           "--check", "values", "--conformance-json", str(out), "--rootdir", str(ROOT)],
-                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    proc, by = conformance_run(tmp_path, "--memory-limit", "6", "--contract", "rmsnorm",
+                               "--impl", "tests.hostile.torch_hostile:ExhaustsMemory", "--check", "values")
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
-    (rec,) = json.loads(out.read_text())["results"]
+    (rec,) = by.values()
     assert rec["outcome"] == "error"
     assert "exhausted the memory limit" in rec["message"] and "can't allocate memory" in rec["message"]
 
