@@ -229,21 +229,25 @@ class FrameworkAdapter(Adapter):
         by_index = dict(zip(wrt, second))
         return [None if by_index.get(i) is None else by_index[i].detach() for i in range(len(inputs))]
 
+    # (getter, setter) for each piece of process-global state a layer could change
+    _GLOBALS = {
+        "default dtype": (torch.get_default_dtype, torch.set_default_dtype),
+        "threads": (torch.get_num_threads, torch.set_num_threads),
+        "grad mode": (torch.is_grad_enabled, torch.set_grad_enabled),
+        "RNG state": (torch.get_rng_state, torch.set_rng_state),
+    }
+
     def save_globals(self):
-        return {"default dtype": torch.get_default_dtype(), "threads": torch.get_num_threads(),
-                "grad mode": torch.is_grad_enabled(), "rng": torch.get_rng_state()}
+        return {name: get() for name, (get, _) in self._GLOBALS.items()}
 
     def restore_globals(self, saved):
-        changed = [k for k in ("default dtype", "threads", "grad mode") if getattr(torch, {
-            "default dtype": "get_default_dtype", "threads": "get_num_threads",
-            "grad mode": "is_grad_enabled"}[k])() != saved[k]]
-        if not torch.equal(torch.get_rng_state(), saved["rng"]):
-            changed.append("torch's RNG state")
-        torch.set_default_dtype(saved["default dtype"])
-        torch.set_num_threads(saved["threads"])
-        torch.set_grad_enabled(saved["grad mode"])
-        torch.set_rng_state(saved["rng"])
-        return [f"torch {k}" if "torch" not in k else k for k in changed]
+        changed = []
+        for name, (get, put) in self._GLOBALS.items():
+            now = get()
+            if not (torch.equal(now, saved[name]) if isinstance(now, torch.Tensor) else now == saved[name]):
+                changed.append(f"torch {name}")
+            put(saved[name])
+        return changed
 
     def to_float64(self, layer):
         if isinstance(layer, torch.nn.Module):
