@@ -369,11 +369,13 @@ class Contract:
         return ((self.data.get("frameworks") or {}).get(framework) or {}).get("not_applicable")
 
     def reference(self):
+        """(module, forward, vjp) of the reference, each run in the numpy-only reference executor."""
+        from .executor.session import reference_module, reference_names
         ref = self.data["reference"]
-        mod = importlib.import_module(ref["module"])
-        fwd = getattr(mod, ref.get("forward", "forward"))
-        vjp = getattr(mod, ref.get("vjp", "vjp"), None)
-        return mod, fwd, vjp
+        mod = reference_module(ref["module"])
+        names, _ = reference_names(ref["module"])
+        vjp_name = ref.get("vjp", "vjp")
+        return mod, getattr(mod, ref.get("forward", "forward")), getattr(mod, vjp_name) if vjp_name in names else None
 
     def location(self, *at) -> str:
         line = self.line(*at)
@@ -596,24 +598,23 @@ def _semantic_problems(data: dict, lines: dict) -> list:
     ref = _map(data.get("reference"))
     module = ref.get("module")
     if isinstance(module, str) and module and all(p.isidentifier() for p in module.split(".")):
-        try:
-            mod = importlib.import_module(module)
-        except BaseException as exc:  # any import failure (even SystemExit) is the contract's to report
-            if isinstance(exc, KeyboardInterrupt):
-                raise
-            bad(("reference", "module"), f"cannot import {module!r}: {type(exc).__name__}: {exc}")
+        # imported in the reference executor, never here: a reference module is code under review too
+        from .executor.session import reference_names
+        names, why = reference_names(module)
+        if why:
+            bad(("reference", "module"), f"cannot import {module!r}: {why}")
         else:
             for key, default in (("forward", "forward"), ("vjp", "vjp")):
                 fn = ref.get(key, default)
                 if not isinstance(fn, str):
                     continue
-                if not callable(getattr(mod, fn, None)):
+                if fn not in names:
                     if key == "vjp" and "vjp" not in ref and grads.get("mode") == "none":
                         continue
                     bad(("reference", key), f"{module} has no function {fn!r}")
             for kind in ("trainable", "non_trainable"):
                 for name, slot in _map(state.get(kind)).items():
-                    if _map(slot).get("init") == "reference" and not callable(getattr(mod, f"init_{name}", None)):
+                    if _map(slot).get("init") == "reference" and f"init_{name}" not in names:
                         bad(("state", kind, name, "init"), f"init: reference needs a function "
                             f"init_{name} in {module}")
     return problems

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -43,6 +42,9 @@ def pytest_addoption(parser):
                 help="memory cap per process running checks (default 8 GiB; 0 lifts it)")
     g.addoption("--check-timeout", type=float, default=None, metavar="SECONDS",
                 help="per-check timeout (default: the contract's `timeout`, else 60 s)")
+    g.addoption("--executor-python", action="append", default=[], metavar="FRAMEWORK=PYTHON",
+                help="the Python that runs a framework's executors, e.g. mxnet=.venv-mxnet/bin/python "
+                     "(default: this one)")
     for name, kind, help_ in [
         ("conformance_contract", "linelist", "default --contract values"),
         ("conformance_impl", "string", "default --impl"),
@@ -52,6 +54,7 @@ def pytest_addoption(parser):
         ("conformance_bindings", "string", "default --bindings"),
         ("conformance_json", "string", "default --conformance-json"),
         ("conformance_seed", "string", "default --seed"),
+        ("conformance_executor_python", "linelist", "default --executor-python values"),
         ("conformance_default_run", "bool", "run the bundled matrix when pytest gets no file arguments"),
     ]:
         parser.addini(name, help_, type=kind, default=None if kind != "bool" else False)
@@ -91,12 +94,15 @@ class ConformanceRun:
         self.active = bool(impl or bindings) or (not files_given and (explicit or config.getini("conformance_default_run")))
         self.targets = []
         self.results: list[dict] = []
+        self._session = None
         if not self.active:
             return
         try:
             state_map = targets_mod.parse_state_map(_opt(config, "state_map", "conformance_state_map"))
+            self.pythons = targets_mod.parse_pythons(_opt(config, "executor_python", "conformance_executor_python"),
+                                                     str(config.rootpath))
             self.targets = targets_mod.plan(contracts, impl, bindings, frameworks, state_map,
-                                            changed_since=config.getoption("changed_since"))
+                                            changed_since=config.getoption("changed_since"), pythons=self.pythons)
         except targets_mod.UsageError as exc:
             raise pytest.UsageError(str(exc)) from None
         except ContractNotFound as exc:
@@ -124,6 +130,21 @@ class ConformanceRun:
         dirs = sorted({str(Path(p).parent) for p in self.paths})
         config.args[:] = [d for d in dirs if not any(str(a) in dirs for a in Path(d).parents)]
 
+    @property
+    def session(self):
+        """The executors that run the code under test (started on first use, in this process)."""
+        if self._session is None:
+            from .executor import Session
+            from .runner import DEFAULT_MEMORY_LIMIT_GIB
+            limit = self.config.getoption("memory_limit")
+            self._session = Session(self.pythons, DEFAULT_MEMORY_LIMIT_GIB if limit is None else limit)
+        return self._session
+
+    def close(self):
+        if self._session is not None:
+            self._session.close()
+            self._session = None
+
     def frameworks(self) -> dict:
         out = {}
         for fw in sorted({t.framework for t in self.targets}):
@@ -142,10 +163,6 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "conformance: a layer conformance check")
     run = ConformanceRun(config)
     config.stash[_RUN_KEY] = run
-    if run.active:
-        from .runner import DEFAULT_MEMORY_LIMIT_GIB, limit_memory
-        limit = config.getoption("memory_limit")
-        limit_memory(DEFAULT_MEMORY_LIMIT_GIB if limit is None else limit)
     # one framework's checks on one xdist worker, so a worker imports each framework once
     if run.active and getattr(config.option, "dist", "no") == "load":
         config.option.dist = "loadgroup"
@@ -176,9 +193,8 @@ def pytest_report_header(config):
     lines = [f"layer conformance {__version__}: seed {run.seed}, devices {','.join(run.devices)}, "
              f"{len(run.targets)} target(s)"]
     for t in run.targets:
-        # the resolved implementation: where its module was actually imported from
-        module = sys.modules.get(t.impl.split(":", 1)[0]) if t.impl and not t.bundled else None
-        where = f" from {module.__file__}" if getattr(module, "__file__", None) else ""
+        # the resolved implementation: where its module was imported from (asked of an executor)
+        where = f" from {t.file}" if t.file and not t.bundled else ""
         lines.append(f"  {Path(t.contract_path).name}: {t.impl or '(not applicable)'} [{t.framework}]{where}")
     versions = run.frameworks()
     if versions:
@@ -230,7 +246,6 @@ class TargetNode(pytest.Collector):
     def __init__(self, *, target, contract, device, impl_label, **kw):
         super().__init__(**kw)
         self.target, self.contract, self.device, self.impl_label = target, contract, device, impl_label
-        self._ctx = None
 
     def collect(self):
         run = self.config.stash[_RUN_KEY]
@@ -241,18 +256,12 @@ class TargetNode(pytest.Collector):
             yield item
 
     def context(self):
-        """Resolve the implementation and adapter once per process, on first use."""
-        if self._ctx is None:
-            from .adapters import get_adapter
-            from .checks import CheckContext
-            from .targets import resolve_impl
-            run = self.config.stash[_RUN_KEY]
-            adapter = get_adapter(self.target.framework)
-            impl = resolve_impl(self.target.impl)
-            self._ctx = CheckContext(contract=self.contract, adapter=adapter, impl=impl,
-                                     impl_name=self.target.impl, device=self.device, seed=run.seed,
-                                     state_map=self.target.state_map)
-        return self._ctx
+        """The check context: the implementation loaded in its executor (raises LoadFailed)."""
+        from .runner import context_for
+        run = self.config.stash[_RUN_KEY]
+        return context_for(self.contract, self.target.impl, self.target.framework, device=self.device,
+                           seed=run.seed, state_map=self.target.state_map, impl_name=self.target.impl,
+                           session=run.session)
 
 
 class ConformanceItem(pytest.Item):
@@ -276,18 +285,19 @@ class ConformanceItem(pytest.Item):
         }
 
     def runtest(self):
-        from .checks import CheckFailed, unexpected_error
+        from .checks import CheckFailed
         from .runner import run_check
         contract, target = self.parent.contract, self.parent.target
         reason = contract.not_applicable(target.framework) if target.bundled or not target.impl else None
         if not target.impl or reason:
             self._record("skipped", f"not applicable in {target.framework}: {reason}", not_applicable=True)
             pytest.skip(self.record["message"])
+        from .executor import LoadFailed
         try:
             ctx = self.parent.context()
-        except Exception as exc:
-            self._record("error", f"cannot load {target.impl}: {unexpected_error(exc)}")
-            raise CheckFailed(self.record["message"]) from exc
+        except LoadFailed as exc:
+            self._record("error", str(exc))
+            raise CheckFailed(self.record["message"]) from None
         rec = run_check(ctx, self.check, timeout=self.config.getoption("check_timeout"))
         self._record(rec.pop("outcome"), rec.pop("message"), **{k: v for k, v in rec.items() if k != "check"})
         if self.record["outcome"] == "skipped":
@@ -359,6 +369,8 @@ def pytest_sessionfinish(session, exitstatus):
     if run and run.active and not run.targets and session.config.getoption("changed_since") \
             and exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
         session.exitstatus = pytest.ExitCode.OK  # nothing a pull request touched: nothing to gate
+    if run:
+        run.close()
     _write_results(session, run)
 
 

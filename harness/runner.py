@@ -38,9 +38,8 @@ def limit_memory(gib: float) -> None:
 
 
 def _out_of_memory(exc: BaseException) -> bool:
-    text = str(exc).lower()
-    return isinstance(exc, MemoryError) or "can't allocate memory" in text or "out of memory" in text \
-        or "resource_exhausted" in text or "cannot allocate memory" in text
+    from .errors import out_of_memory
+    return isinstance(exc, MemoryError) or out_of_memory(f"{getattr(exc, 'type_name', '')}: {exc}")
 
 
 class CheckTimeout(BaseException):
@@ -117,11 +116,17 @@ def isolated_globals(adapter, notes: list):
 
 
 def run_check(ctx: CheckContext, check: str, timeout: float | None = None) -> dict:
-    """{'outcome': passed|failed|skipped|error, 'message': ..., 'details': ...} for one check."""
+    """{'outcome': passed|failed|skipped|error, 'message': ..., 'details': ...} for one check.
+
+    With ``ctx.session`` the code under test runs in executors and the limits are enforced from
+    outside (the executor is killed); without, in this process (the harness's own unit tests).
+    """
+    from .adapters.base import Unsupported
+    from .executor import CheckTimeout as ExecutorTimeout, ExecutorLost, RemoteError
     rec: dict = {"check": check}
     if timeout is None:
         timeout = ctx.contract.timeout or DEFAULT_TIMEOUT
-    notes: list = []
+    notes: list = list(ctx.notes)
     try:
         if ctx.device == "cuda" and ctx.adapter.gpu_device not in ctx.adapter.devices():
             rec.update(outcome="skipped", message=f"no CUDA device for {ctx.adapter.name} here",
@@ -136,19 +141,35 @@ def run_check(ctx: CheckContext, check: str, timeout: float | None = None) -> di
         if reason:
             rec.update(outcome="skipped", message=reason)
             return rec
-        with isolated_globals(ctx.adapter, notes), time_limit(timeout):
+        with _isolation(ctx, notes, timeout):
             details = CHECKS[check](ctx)
         rec.update(outcome="passed", message="", details=_jsonable(details))
-    except CheckTimeout as exc:
-        rec.update(outcome="error", message=f"{check} {exc} (per-check timeout; set `timeout:` in the contract "
-                                            f"or --check-timeout): the layer hung {_where(exc)}")
-    except CheckSkipped as exc:
-        rec.update(outcome="skipped", message=exc.reason)
-        if exc.not_applicable:
+    except (CheckTimeout, ExecutorTimeout) as exc:
+        where = _where(exc) or "(its executor was killed from outside)"
+        rec.update(outcome="error", message=f"{check} timed out after {timeout:g} s (per-check timeout; set "
+                                            f"`timeout:` in the contract or --check-timeout): the layer hung {where}")
+    except ExecutorLost as exc:
+        if exc.out_of_memory:
+            rec.update(outcome="error", message=f"the layer exhausted the memory limit (--memory-limit): {exc.message}")
+        else:
+            rec.update(outcome="error", message=f"{exc.message} while running {check}; the check is lost, "
+                                                f"a fresh executor runs the next one")
+    except (CheckSkipped, Unsupported) as exc:
+        rec.update(outcome="skipped", message=getattr(exc, "reason", None) or str(exc))
+        if isinstance(exc, Unsupported) or exc.not_applicable:
             rec["not_applicable"] = True
     except CheckFailed as exc:
         rec.update(outcome="failed", message=exc.message, details=_jsonable(exc.details))
-    except Exception as exc:  # the layer raised: the check fails at the layer's point of failure
+    except RemoteError as exc:
+        if exc.origin == "reference":
+            rec.update(outcome="error", message=f"the contract's reference raised {exc.remote_text}: a contract "
+                                                f"problem, not the layer's")
+        elif _out_of_memory(exc):
+            rec.update(outcome="error", message=f"the layer exhausted the memory limit (--memory-limit): "
+                                                f"{exc.remote_text}")
+        else:  # the layer raised: the check fails at the layer's point of failure
+            rec.update(outcome="failed", message=exc.remote_text)
+    except Exception as exc:  # the layer raised in this process (no executor)
         if _out_of_memory(exc):
             rec.update(outcome="error", message=f"the layer exhausted the memory limit (--memory-limit): "
                                                 f"{unexpected_error(exc)}")
@@ -159,13 +180,34 @@ def run_check(ctx: CheckContext, check: str, timeout: float | None = None) -> di
     return rec
 
 
+@contextmanager
+def _isolation(ctx, notes: list, timeout: float):
+    """Global state and the time limit around one check: from outside when in an executor."""
+    if ctx.session is None:
+        with isolated_globals(ctx.adapter, notes), time_limit(timeout):
+            yield
+        return
+    ctx.session.begin_check(ctx.adapter.name, timeout)
+    try:
+        yield
+    finally:
+        notes += ctx.session.end_check(ctx.adapter.name)
+
+
 def _where(exc) -> str:
     text = unexpected_error(exc)
     return text[text.rfind("(at "):] if "(at " in text else ""
 
 
 def context_for(contract, impl, framework: str, device: str = "cpu", seed: int = 0, state_map=None,
-                impl_name: str = "") -> CheckContext:
+                impl_name: str = "", session=None) -> CheckContext:
+    """A check context. ``impl`` is an object (checked in this process) or, with ``session``, a
+    ``module:attr`` string imported and checked in an executor (raises ``LoadFailed``)."""
+    if session is not None:
+        handle, notes = session.load(framework, impl)
+        return CheckContext(contract=contract, adapter=session.adapter(framework), impl=handle,
+                            impl_name=impl_name or impl, device=device, seed=seed,
+                            state_map=dict(state_map or {}), session=session, notes=list(notes))
     from .adapters import get_adapter
     return CheckContext(contract=contract, adapter=get_adapter(framework), impl=impl,
                         impl_name=impl_name or getattr(impl, "__qualname__", repr(impl)), device=device,

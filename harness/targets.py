@@ -31,17 +31,16 @@ class Target:
     framework: str
     bundled: bool = False
     state_map: dict = field(default_factory=dict)
+    file: str | None = None    # where the implementation's module was imported from, when known
 
     @property
     def impl_label(self) -> str:
         return "reference" if self.bundled else self.impl.rpartition(":")[2]
 
-    def resolve(self):
-        return resolve_impl(self.impl)
-
 
 def resolve_impl(spec: str):
-    """Import ``module:attr`` (``attr`` may be dotted) from the current directory or PYTHONPATH."""
+    """Import ``module:attr`` (``attr`` may be dotted) from the current directory or PYTHONPATH,
+    in this process: for the harness's own tests. A run imports user code only in executors."""
     if ":" not in spec:
         raise UsageError(f"--impl {spec!r}: expected MODULE:ATTR, e.g. mypkg.layers:RMSNorm")
     mod_name, attr = spec.split(":", 1)
@@ -72,6 +71,25 @@ def parse_state_map(items) -> dict:
     return out
 
 
+def parse_pythons(items, root: str) -> dict:
+    """``--executor-python mxnet=.venv-mxnet/bin/python`` -> {framework: python}; relative paths
+    are taken from the current directory, else from the rootdir (as an ini value would be)."""
+    out = {}
+    for item in items or []:
+        for pair in str(item).split():
+            fw, eq, python = pair.partition("=")
+            if not eq or fw not in adapters.FRAMEWORKS:
+                raise UsageError(f"--executor-python {pair!r}: expected FRAMEWORK=PYTHON with FRAMEWORK one of "
+                                 f"{', '.join(adapters.FRAMEWORKS)}")
+            path = Path(python).expanduser()
+            if not path.is_absolute() and not path.exists():
+                path = Path(root) / path
+            if not path.exists():
+                raise UsageError(f"--executor-python {pair!r}: no Python at {path}")
+            out[fw] = str(path)
+    return out
+
+
 def bundled_impl(framework: str, contract: str) -> str | None:
     mod = f"reference_impls.{framework}.{contract}"
     try:
@@ -81,17 +99,33 @@ def bundled_impl(framework: str, contract: str) -> str | None:
     return f"{mod}:IMPL" if found else None
 
 
-def _framework_for(impl_spec: str, requested: list[str]) -> str:
-    obj = resolve_impl(impl_spec)
-    found = adapters.detect(obj)
+def _framework_for(impl_spec: str, requested: list[str], pythons: dict) -> tuple[str, str | None]:
+    """The framework of ``module:attr`` and its module's file, asked of an executor that imports it
+    (this process never imports the code under test)."""
+    if ":" not in impl_spec:
+        raise UsageError(f"--impl {impl_spec!r}: expected MODULE:ATTR, e.g. mypkg.layers:RMSNorm")
+    if requested and len(requested) > 1:
+        raise UsageError("--framework takes one framework when --impl is given")
+    from .executor import ExecutorLost, RemoteError, detect
+    from .executor.client import CheckTimeout
+    python = pythons.get(requested[0]) if requested else None
+    try:
+        found = detect(impl_spec, python)
+    except RemoteError as exc:
+        if requested:  # the checks will report the import failure, each with the point of failure
+            return requested[0], None
+        raise UsageError(f"--impl {impl_spec!r}: importing it raised {exc.remote_text}") from None
+    except (ExecutorLost, CheckTimeout) as exc:
+        if requested:
+            return requested[0], None
+        raise UsageError(f"--impl {impl_spec!r}: importing it ended its process ({exc}), so its framework "
+                         f"is unknown; pass --framework") from None
     if requested:
-        if len(requested) > 1:
-            raise UsageError("--framework takes one framework when --impl is given")
-        return requested[0]
-    if found is None:
-        raise UsageError(f"--impl {impl_spec!r}: cannot tell which framework {obj!r} belongs to; "
+        return requested[0], found["file"]
+    if found["framework"] is None:
+        raise UsageError(f"--impl {impl_spec!r}: cannot tell which framework it belongs to; "
                          f"pass --framework {'|'.join(adapters.FRAMEWORKS)}")
-    return found
+    return found["framework"], found["file"]
 
 
 def changed_files(rev: str) -> set[str]:
@@ -119,7 +153,8 @@ def _module_file(impl: str) -> str | None:
 
 
 def plan(contracts: list[str], impl: str | None, bindings: str | None, frameworks: list[str],
-         state_map: dict, changed_since: str | None = None) -> list[Target]:
+         state_map: dict, changed_since: str | None = None, pythons: dict | None = None) -> list[Target]:
+    pythons = pythons or {}
     for fw in frameworks:
         if fw not in adapters.FRAMEWORKS:
             raise UsageError(f"--framework {fw!r}: known frameworks are {', '.join(adapters.FRAMEWORKS)}")
@@ -142,19 +177,19 @@ def plan(contracts: list[str], impl: str | None, bindings: str | None, framework
         for i, e in enumerate(entries):
             if not isinstance(e, dict) or "contract" not in e or "impl" not in e:
                 raise UsageError(f"--bindings {bindings}: entry {i} needs 'contract' and 'impl'")
-            fw = e.get("framework") or _framework_for(e["impl"], frameworks)
-            targets.append(Target(str(find_contract(e["contract"])), e["impl"], fw,
+            fw, file = (e["framework"], None) if e.get("framework") else _framework_for(e["impl"], frameworks, pythons)
+            targets.append(Target(str(find_contract(e["contract"])), e["impl"], fw, file=file,
                                   state_map={**state_map, **parse_state_map(e.get("state_map", []))}))
         return targets
     if impl:
         if len(contracts) != 1:
             raise UsageError("--impl needs exactly one --contract (use --bindings for several)")
-        fw = _framework_for(impl, frameworks)
-        return [Target(str(find_contract(contracts[0])), impl, fw, state_map=state_map)]
+        fw, file = _framework_for(impl, frameworks, pythons)
+        return [Target(str(find_contract(contracts[0])), impl, fw, state_map=state_map, file=file)]
     # the embedded default: bundled matrix
     chosen = [find_contract(c) for c in contracts] if contracts else list(bundled_contracts().values())
     for fw in frameworks or list(adapters.FRAMEWORKS):
-        if not adapters.installed(fw):
+        if fw not in pythons and not adapters.installed(fw):
             continue
         for path in chosen:
             spec = bundled_impl(fw, Path(path).stem)

@@ -41,7 +41,6 @@ def installed(name: str) -> bool:
 
 def detect(obj) -> str | None:
     """The framework an object belongs to, looking only at frameworks already imported."""
-    mod_name = getattr(obj, "__module__", "") or ""
     for name, top in FRAMEWORKS.items():
         if top in sys.modules or (name == "jax" and "jax" in sys.modules):
             try:
@@ -49,5 +48,4 @@ def detect(obj) -> str | None:
                     return name
             except ImportError:
                 continue
-    del mod_name
     return None

@@ -9,8 +9,26 @@ Conventions shared by every adapter:
 """
 from __future__ import annotations
 
-import sys
+import inspect
 from typing import Any, Callable
+
+
+class Unsupported(Exception):
+    """The framework lacks the mechanism a check needs: the check is "n/a" with this reason.
+    The one way an adapter says so; the runner turns it into a skip."""
+
+
+def construct(factory, kwargs: dict):
+    """Call a class or factory with the constructor arguments it accepts, by keyword."""
+    try:
+        sig = inspect.signature(factory)
+    except (TypeError, ValueError):
+        return factory(**kwargs)
+    params = sig.parameters.values()
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return factory(**kwargs)
+    accepted = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    return factory(**{k: v for k, v in kwargs.items() if k in accepted})
 
 
 class Adapter:
@@ -20,8 +38,9 @@ class Adapter:
     gpu_device: str = "cuda"  # this framework's name for the first CUDA device
 
     # -- detection and environment --------------------------------------------------------
-    def is_loaded(self) -> bool:
-        return self.module in sys.modules
+    def implements(self, method: str) -> bool:
+        """Whether this adapter has its own ``method`` (not the interface's placeholder)."""
+        return getattr(type(self), method, None) is not getattr(Adapter, method, None)
 
     def owns(self, obj) -> bool:
         """True when ``obj`` (a class, factory or function) belongs to this framework."""
@@ -29,9 +48,6 @@ class Adapter:
 
     def configure_early(self) -> None:
         """Runs before any framework op (e.g. virtual devices); must not import other frameworks."""
-
-    def versions(self) -> dict[str, str]:
-        raise NotImplementedError
 
     def devices(self) -> list[str]:
         """Devices the ``devices`` check moves to besides ``cpu_device`` (virtual ones included)."""
@@ -77,7 +93,6 @@ class Adapter:
 
     def construct(self, factory, kwargs: dict):
         """The user's layer from the contract's constructor arguments (adapters add e.g. rngs)."""
-        from ..checks.base import construct
         return construct(factory, kwargs)
 
     # -- state -------------------------------------------------------------------------
@@ -143,7 +158,7 @@ class Adapter:
         raise NotImplementedError
 
     # -- gradients -------------------------------------------------------------------------
-    def vjp(self, fn, layer, inputs: list, wrt: list[int], cotangent, dtype=None):
+    def vjp(self, fn, layer, inputs: list, wrt: list[int], cotangent):
         """Gradient of sum(fn(*inputs) * cotangent).
 
         ``fn`` is the layer (or function) to call; ``layer`` holds the state whose gradients
@@ -185,5 +200,4 @@ class Adapter:
         "register_trainable": "register it as a trainable parameter",
         "register_buffer": "register it as non-trainable state",
         "not_persistent": "it is registered but left out of the saved state",
-        "single_use": "",
     }

@@ -131,7 +131,6 @@ class FrameworkAdapter(Adapter):
                               "nnx.Optimizer(wrt=nnx.Param) skip it)",
         "register_buffer": "hold it in a non-Param nnx.Variable subclass, e.g. class Buffer(nnx.Variable)",
         "not_persistent": "RNG state (nnx.RngState) is left out of the saved state",
-        "single_use": "",
     }
 
     def configure_early(self):
@@ -155,8 +154,6 @@ class FrameworkAdapter(Adapter):
         return code is not None and any(isinstance(scope.get(n), types.ModuleType)
                                         and scope[n].__name__.split(".")[0] in _JAX_MODULES for n in code.co_names)
 
-    def versions(self):
-        return {"jax": jax.__version__, "flax": flax.__version__}
 
     def devices(self):
         cpus = jax.devices("cpu")
@@ -342,7 +339,7 @@ class FrameworkAdapter(Adapter):
         done = _compiled(whole, values)
         return done[0] if done else whole(*values)
 
-    def vjp(self, fn, layer, inputs, wrt, cotangent, dtype=None):
+    def vjp(self, fn, layer, inputs, wrt, cotangent):
         with _x64(_wants_x64(*inputs)):
             args = [a if isinstance(a, jax.Array) else self.tensor(a) for a in inputs]
             pure, params, rest = self._pure(fn, layer, wrt)

@@ -78,7 +78,6 @@ class FrameworkAdapter(Adapter):
                               "self.params.get(name, shape=..., init=...)`",
         "register_buffer": "use self.params.get_constant(name, value) (a Constant, grad_req 'null')",
         "not_persistent": "save_parameters saves only parameters assigned to attributes (self.name = ...)",
-        "single_use": "an autograd.Function instance is single-use: create a new one per call",
         "zero_gradient": " On MXNet 1.9.1 a Function also writes no input gradient after the first input "
                          "that wants none (no attach_grad, not computed under record()): pass settings "
                          "to the Function's constructor, not to forward.",
@@ -91,8 +90,6 @@ class FrameworkAdapter(Adapter):
             return True
         return (getattr(obj, "__module__", "") or "").split(".")[0] == "mxnet"
 
-    def versions(self):
-        return {"mxnet": mx.__version__}
 
     def devices(self):
         # cpu(1) is a distinct context, so moves can be checked without a GPU
@@ -249,7 +246,7 @@ class FrameworkAdapter(Adapter):
         return layer
 
     # -- gradients -------------------------------------------------------------------------
-    def vjp(self, fn, layer, inputs, wrt, cotangent, dtype=None):
+    def vjp(self, fn, layer, inputs, wrt, cotangent):
         args = [a.copy() if isinstance(a, mx.nd.NDArray) else _array(a) for a in inputs]
         for i in wrt:
             args[i].attach_grad()
@@ -292,17 +289,13 @@ class FrameworkAdapter(Adapter):
         return grad.copy()
 
     def jvp(self, fn, layer, inputs, tangents):
-        from ..checks.base import CheckSkipped
-        raise CheckSkipped("MXNet 1.9.1 has no forward-mode differentiation (autograd is reverse mode only)",
-                           not_applicable=True)
+        raise Unsupported("MXNet 1.9.1 has no forward-mode differentiation (autograd is reverse mode only)")
 
     def hvp(self, fn, layer, inputs, wrt, cotangent, directions):
-        from ..checks.base import CheckSkipped
         # measured: autograd.grad(create_graph=True) through an autograd.Function gives a gradient
         # outside the graph ("There are no inputs in computation graph that require gradients")
-        raise CheckSkipped("MXNet 1.9.1 cannot differentiate twice through autograd.Function (its backward "
-                           "is not recorded) and many backward operators register no gradient",
-                           not_applicable=True)
+        raise Unsupported("MXNet 1.9.1 cannot differentiate twice through autograd.Function (its backward "
+                           "is not recorded) and many backward operators register no gradient")
 
     def save_globals(self):
         return {"numpy semantics (npx.set_np)": (mx.util.is_np_shape(), mx.util.is_np_array()),

@@ -37,7 +37,6 @@ class FrameworkAdapter(Adapter):
                               "attribute, or one in a plain list, is invisible to Keras)",
         "register_buffer": "create it with self.add_weight(..., trainable=False)",
         "not_persistent": "get_weights() leaves it out",
-        "single_use": "",
     }
 
     def owns(self, obj) -> bool:
@@ -61,8 +60,6 @@ class FrameworkAdapter(Adapter):
         except RuntimeError:
             pass
 
-    def versions(self):
-        return {"tensorflow": tf.__version__, "keras": keras.__version__}
 
     def devices(self):
         cpus = [self._short(d.name) for d in tf.config.list_logical_devices("CPU")]
@@ -203,7 +200,7 @@ class FrameworkAdapter(Adapter):
             return rebuild()
 
     # -- gradients ---------------------------------------------------------------------------
-    def vjp(self, fn, layer, inputs, wrt, cotangent, dtype=None):
+    def vjp(self, fn, layer, inputs, wrt, cotangent):
         args = [a if self.is_tensor(a) else self.tensor(a) for a in inputs]
         state = {**self.non_trainable(layer), **self.trainable(layer)}
         # The tape watches trainable variables by itself, as in training; non-trainable ones get None.

@@ -23,7 +23,6 @@ class FrameworkAdapter(Adapter):
         "register_buffer": "use self.register_buffer(name, tensor)",
         "not_persistent": "a buffer registered with persistent=False is left out of state_dict",
         "zero_gradient": " (torch: a Function whose forward is called directly instead of through .apply)",
-        "single_use": "",
     }
 
     def owns(self, obj) -> bool:
@@ -33,8 +32,6 @@ class FrameworkAdapter(Adapter):
             return True
         return (getattr(obj, "__module__", "") or "").split(".")[0] == "torch"
 
-    def versions(self):
-        return {"torch": torch.__version__}
 
     def devices(self):
         devs = ["meta"]
@@ -156,7 +153,7 @@ class FrameworkAdapter(Adapter):
         return layer.to(device)
 
     # -- gradients ---------------------------------------------------------------------------
-    def vjp(self, fn, layer, inputs, wrt, cotangent, dtype=None):
+    def vjp(self, fn, layer, inputs, wrt, cotangent):
         args = []
         for i, a in enumerate(inputs):
             t = a if isinstance(a, torch.Tensor) else self.tensor(a)

@@ -1,10 +1,11 @@
 """The checks. Each is a function of a CheckContext, written once for every framework.
 
-It returns None or a dict of details (passed), raises CheckFailed (failed) or CheckSkipped.
+It returns None or a dict of details (passed), raises CheckFailed (failed) or CheckSkipped;
+the adapter's ``Unsupported`` becomes "n/a" in the runner.
 To add a check: write ``check_<id>`` in the module for its area and list it in ``CHECKS``;
 the id is part of the public interface (test ids, results files, expectations).
 """
-from .base import CheckContext, CheckFailed, CheckSkipped, construct, unexpected_error
+from .base import CheckContext, CheckFailed, CheckSkipped, unexpected_error
 from .numerics import check_gradients, check_native, check_values
 from .registration import check_composition, check_device_parity, check_devices, check_serialization
 from .state import check_buffers, check_parameters
@@ -31,4 +32,4 @@ CHECKS = {
     "second_order": check_second_order,
 }
 
-__all__ = ["CHECKS", "CheckContext", "CheckFailed", "CheckSkipped", "construct", "unexpected_error"]
+__all__ = ["CHECKS", "CheckContext", "CheckFailed", "CheckSkipped", "unexpected_error"]

@@ -1,7 +1,6 @@
 """What every check shares: outcomes, the per-target context, slot matching."""
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,17 +25,9 @@ class CheckSkipped(Exception):
         self.not_applicable = not_applicable
 
 
-def construct(factory, kwargs: dict):
-    """Call a class or factory with the constructor arguments it accepts, by keyword."""
-    try:
-        sig = inspect.signature(factory)
-    except (TypeError, ValueError):
-        return factory(**kwargs)
-    params = sig.parameters.values()
-    if any(p.kind is p.VAR_KEYWORD for p in params):
-        return factory(**kwargs)
-    accepted = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
-    return factory(**{k: v for k, v in kwargs.items() if k in accepted})
+def type_name(obj) -> str:
+    """What a value is, in the framework's words (a handle names the object it stands for)."""
+    return getattr(obj, "remote_type", None) or type(obj).__name__
 
 
 @dataclass
@@ -44,11 +35,13 @@ class CheckContext:
     """Everything a check needs about one (contract, implementation, framework, device)."""
     contract: Any
     adapter: Any
-    impl: Any                      # the user's class, factory or function
+    impl: Any                      # the user's class, factory or function (a handle when remote)
     impl_name: str
     device: str = "cpu"
     seed: int = 0
     state_map: dict = field(default_factory=dict)
+    session: Any = None            # the executors, when the code under test runs in another process
+    notes: list = field(default_factory=list)  # what loading the implementation noted
 
     @property
     def is_function(self) -> bool:
@@ -83,8 +76,26 @@ class CheckContext:
 
     def output_numpy(self, out, what="output") -> np.ndarray:
         if not self.adapter.is_tensor(out):
-            raise CheckFailed(f"{what} is a {type(out).__name__}, not a {self.adapter.name} tensor")
+            raise CheckFailed(f"{what} is a {type_name(out)}, not a {self.adapter.name} tensor")
         return self.adapter.numpy(out)
+
+    def rebuilder(self, state: dict, like):
+        """For ``adapter.move``: builds a fresh layer with ``state`` wherever the adapter calls it."""
+        if self.session is None:
+            return lambda: self.new_layer(state, strict=False)
+        from ..executor import Rebuild
+        mapping = self.slot_map(like)
+        return Rebuild(self.impl, self.contract.constructor, self.first_inputs(),
+                       {mapping[s]: v for s, v in state.items() if s in mapping})
+
+    def import_native(self, path: str):
+        """A contract's native layer or function (``module.attr``), where the framework's own code runs:
+        a separate executor that never imported the code under test."""
+        if self.session is not None:
+            return self.adapter.import_native(path)
+        import importlib
+        mod_name, _, attr = path.rpartition(".")
+        return getattr(importlib.import_module(mod_name), attr)
 
     # -- state slots ---------------------------------------------------------------------
     def slot_map(self, layer, strict=False) -> dict[str, str]:
@@ -132,16 +143,4 @@ class CheckContext:
         return str((floats or inputs)[0].dtype)
 
 
-def unexpected_error(exc: BaseException) -> str:
-    """'TypeError: msg (at file.py:12 in forward)' with the deepest frame outside the harness."""
-    import os
-    import traceback
-    frames = traceback.extract_tb(exc.__traceback__)
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    user = [f for f in frames if not os.path.abspath(f.filename).startswith(here)
-            and "site-packages" not in f.filename and "/lib/python" not in f.filename]
-    point = (user or frames or [None])[-1]
-    where = f" (at {point.filename}:{point.lineno} in {point.name})" if point else ""
-    import re
-    text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))  # terminal colour codes (Keras bolds its messages)
-    return f"{type(exc).__name__}: {text}{where}"
+from ..errors import unexpected_error  # noqa: E402,F401  (re-exported for the checks)

@@ -12,6 +12,7 @@ import numpy as np
 from .. import inputs as inputs_mod
 from ..compare import describe_mismatch
 from .base import CheckFailed, CheckSkipped, unexpected_error
+from ..adapters.base import Unsupported
 from .optional import call_adapter
 
 _EXACT_UP_TO = 256  # outputs up to this size get the full J t; larger ones random projections
@@ -47,7 +48,7 @@ def check_forward_mode(ctx):
     def push(layer, x, t, what):
         try:
             return call_adapter(ctx, "jvp", ctx.callable(layer), layer, x, t)
-        except CheckSkipped:
+        except (CheckSkipped, Unsupported):
             raise
         except Exception as exc:
             raise CheckFailed(f"forward-mode differentiation {what} raised {unexpected_error(exc)}") from exc

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from .. import inputs as inputs_mod
 from .base import CheckFailed, CheckSkipped, unexpected_error
+from ..adapters.base import Unsupported
 from .optional import call_adapter, require
 
 
 def _describe(exc) -> str:
-    text = f"{type(exc).__name__}: {exc}"
+    text = f"{getattr(exc, 'type_name', type(exc).__name__)}: {exc}"
     return text if len(text) <= 600 else text[:600] + "..."
 
 
@@ -54,7 +55,7 @@ def check_strict_loading(ctx):
     # the matching state must load, or the refusals below would prove nothing
     try:
         call_adapter(ctx, "load_state", ctx.new_layer(), call_adapter(ctx, "export_state", full), strict=True)
-    except CheckSkipped:
+    except (CheckSkipped, Unsupported):
         raise
     except Exception as exc:
         raise CheckFailed("; ".join(problems + [f"the layer's own saved state does not load strictly into a "
@@ -68,7 +69,7 @@ def check_strict_loading(ctx):
         saved = call_adapter(ctx, "export_state", source)
         try:
             call_adapter(ctx, "load_state", target(), saved, strict=True)
-        except CheckSkipped:
+        except (CheckSkipped, Unsupported):
             raise
         except Exception as exc:
             details[f"{direction}_slot_error"] = _describe(exc)

@@ -2,8 +2,6 @@
 ``gradients`` (reference VJP, finite differences, declared surrogate rules)."""
 from __future__ import annotations
 
-import importlib
-
 import numpy as np
 
 from .. import inputs as inputs_mod
@@ -52,12 +50,12 @@ def check_values(ctx):
 
 
 def _import_dotted(ctx, path: str):
-    mod_name, _, attr = path.rpartition(".")
     try:
-        return getattr(importlib.import_module(mod_name), attr)
-    except (ImportError, AttributeError) as exc:
+        return ctx.import_native(path)
+    except Exception as exc:  # in the native executor: RemoteError; in-process: ImportError, AttributeError
         where = ctx.contract.location("native", ctx.adapter.name, "class")
-        raise CheckFailed(f"the contract's native layer {path!r} does not exist ({where}): {exc}") from None
+        raise CheckFailed(f"the contract's native layer {path!r} does not exist ({where}): "
+                          f"{exc}") from None
 
 
 def check_native(ctx):

@@ -5,7 +5,7 @@ import numpy as np
 
 from .. import inputs as inputs_mod
 from ..compare import describe_mismatch, max_abs_error
-from .base import CheckFailed, CheckSkipped, unexpected_error
+from .base import CheckFailed, CheckSkipped, type_name, unexpected_error
 
 
 def _layers_only(ctx):
@@ -90,7 +90,7 @@ def check_devices(ctx):
     for device in targets:
         layer = ctx.new_layer(state, strict=False)
         try:
-            moved = adapter.move(layer, device, rebuild=lambda: ctx.new_layer(state, strict=False)) \
+            moved = adapter.move(layer, device, rebuild=ctx.rebuilder(state, layer)) \
                 if layer is not None else None
         except Exception as exc:
             problems.append(f"moving to {device} failed: {unexpected_error(exc)}")
@@ -110,7 +110,7 @@ def check_devices(ctx):
             problems.append(f"forward on {device} raised {unexpected_error(exc)}")
             continue
         if not adapter.is_tensor(out):
-            problems.append(f"forward on {device} returned a {type(out).__name__}")
+            problems.append(f"forward on {device} returned a {type_name(out)}")
             continue
         if adapter.device_of(out) != device:
             problems.append(f"forward on {device} put its output on {adapter.device_of(out)}")
@@ -159,7 +159,7 @@ def check_device_parity(ctx):
     for device in targets:
         moved = ctx.new_layer(state, strict=False)
         if moved is not None:
-            moved = adapter.move(moved, device, rebuild=lambda: ctx.new_layer(state, strict=False))
+            moved = adapter.move(moved, device, rebuild=ctx.rebuilder(state, moved))
         args = [adapter.tensor(a, device) for a in inputs]
         try:
             out, grads, sgrads = adapter.vjp(ctx.callable(moved), moved, args, idx, np.ones(base["output"].shape))

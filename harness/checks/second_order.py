@@ -15,6 +15,7 @@ import numpy as np
 from .. import inputs as inputs_mod
 from ..compare import describe_mismatch
 from .base import CheckFailed, CheckSkipped, unexpected_error
+from ..adapters.base import Unsupported
 from .optional import call_adapter
 
 
@@ -62,7 +63,7 @@ def check_second_order(ctx):
         layer = ctx.new_layer(state)
         try:
             got = call_adapter(ctx, "hvp", ctx.callable(layer), layer, inputs, idx, g, v)
-        except CheckSkipped:
+        except (CheckSkipped, Unsupported):
             raise
         except Exception as exc:
             raised.setdefault(unexpected_error(exc), []).append(repr(case["name"]))

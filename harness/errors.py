@@ -1,0 +1,39 @@
+"""How an exception raised by the code under test is told to the user: type, message and the
+point in the user's code where it was raised. Used on both sides of the process boundary."""
+from __future__ import annotations
+
+import os
+import re
+import traceback
+
+_HARNESS = os.path.dirname(os.path.abspath(__file__))
+
+
+def unexpected_error(exc: BaseException) -> str:
+    """'TypeError: msg (at file.py:12 in forward)' with the deepest frame outside the harness."""
+    text = getattr(exc, "remote_text", None)
+    if text is not None:  # raised in an executor: it already says where
+        return text
+    frames = traceback.extract_tb(exc.__traceback__)
+    user = [f for f in frames if not os.path.abspath(f.filename).startswith(_HARNESS)
+            and "site-packages" not in f.filename and "/lib/python" not in f.filename]
+    point = (user or frames or [None])[-1]
+    where = f" (at {point.filename}:{point.lineno} in {point.name})" if point else ""
+    message = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))  # terminal colour codes (Keras bolds its messages)
+    return f"{type(exc).__name__}: {message}{where}"
+
+
+def raised_in_adapter(exc: BaseException) -> bool:
+    """Whether the deepest frame of ``exc`` is the harness's own adapter code (not the layer's)."""
+    tb = exc.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return os.path.dirname(os.path.abspath(tb.tb_frame.f_code.co_filename)) == os.path.join(_HARNESS, "adapters")
+
+
+def out_of_memory(text: str) -> bool:
+    text = text.lower()
+    return text.startswith("memoryerror") or "can't allocate memory" in text or "out of memory" in text \
+        or "resource_exhausted" in text or "cannot allocate memory" in text

@@ -1,0 +1,358 @@
+"""The judge's side of the process boundary: executors opened through execnet, and the proxies
+that let a check written against the adapter interface drive an adapter in another process.
+
+The judge never imports a framework, a user module or a contract's reference module. It holds
+each executor from outside: a check's time limit and the memory cap are enforced by killing the
+executor's process, whose exit status means nothing (only answers count). A dead executor is
+replaced for the next check; what it was running becomes an ``error`` for that check alone.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+from . import wire
+
+STARTUP_TIMEOUT = 300.0  # seconds for an executor to import its framework and say hello
+POLL = 0.05              # seconds between looks at a running executor (deadline, memory)
+
+
+class CheckTimeout(BaseException):
+    """A check ran past its time limit; its executor was killed. A BaseException, so that a
+    check's ``except Exception`` cannot swallow it."""
+
+
+class ExecutorLost(BaseException):
+    """The executor's process ended without answering (crash, exit, kill by the memory cap)."""
+
+    def __init__(self, message: str, out_of_memory: bool = False):
+        super().__init__(message)
+        self.message = message
+        self.out_of_memory = out_of_memory
+
+
+class RemoteError(Exception):
+    """The code under test (or a framework call on its behalf) raised in the executor."""
+
+    def __init__(self, info: dict, origin: str = "layer"):
+        super().__init__(info.get("message", info["text"]))  # str() reads like the original exception
+        self.type_name = info["type"]
+        self.remote_text = info["text"]
+        self.origin = origin
+
+
+class Remote:
+    """A handle to an object that stays in an executor. Tensors carry their shape, dtype, device
+    and (when the executor could read them) values, so most questions need no round trip."""
+
+    def __init__(self, executor, hid: int, type_name: str):
+        self.executor, self.hid, self.remote_type = executor, hid, type_name
+        self.meta: dict = {}
+        self.value = None
+        self.generation = -1
+
+    def update(self, meta: dict):
+        self.meta = {k: v for k, v in meta.items() if k != "value"}
+        self.value = wire.array_from_bytes(meta["value"]) if "value" in meta else None
+        self.generation = self.executor.generation
+
+    @property
+    def fresh(self) -> bool:
+        return self.generation == self.executor.generation
+
+    @property
+    def shape(self):
+        if "shape" not in self.meta:
+            raise AttributeError(f"a {self.remote_type} has no shape")
+        return tuple(self.meta["shape"])
+
+    def __repr__(self):
+        return f"<{self.remote_type} in the {self.executor.role} executor>"
+
+
+class Rebuild:
+    """A fresh layer with given state, built inside the executor when an adapter needs one."""
+
+    def __init__(self, impl: Remote, constructor: dict, inputs: list, assign: dict):
+        self.spec = {"impl": impl, "constructor": constructor, "inputs": inputs, "assign": assign}
+
+
+class Executor:
+    """One executor process: a framework's (``role`` "layer" or "native"), or numpy-only ("reference")."""
+
+    def __init__(self, role: str, framework: str | None = None, python: str | None = None,
+                 memory_limit_gib: float | None = None):
+        self.role, self.framework = role, framework
+        self.python = python or sys.executable
+        self.memory_limit_gib = memory_limit_gib
+        self.gateway = self.channel = None
+        self.hello: dict = {}
+        self.generation = 0
+        self.next_id = 0
+        self.handles: dict[int, Remote] = {}
+        self.deadline: float | None = None
+        self.started = 0  # how many processes this executor has had
+
+    # -- life ----------------------------------------------------------------------------------
+    @property
+    def alive(self) -> bool:
+        return self.channel is not None and not self.channel.isclosed()
+
+    def start(self):
+        import execnet
+        root = str(Path(__file__).resolve().parents[2])  # the directory holding the harness package
+        path = [os.getcwd(), root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        self.gateway = execnet.makegateway(f"popen//python={self.python}")
+        self.channel = self.gateway.remote_exec("from harness.executor.server import serve; serve(channel)")
+        # the harness package must be importable before the config arrives: it sits on PYTHONPATH
+        self.channel.send({"path": path, "cwd": os.getcwd(), "framework": self.framework,
+                           "memory_limit_gib": self.memory_limit_gib})
+        self.started += 1
+        self.handles.clear()
+        msg = self._receive(time.monotonic() + STARTUP_TIMEOUT, starting=True)
+        self.hello = msg["hello"]
+        self._limit_from_outside()
+
+    def _limit_from_outside(self):
+        import resource
+        gib = self.memory_limit_gib
+        if gib and hasattr(resource, "prlimit") and hasattr(resource, "RLIMIT_DATA"):
+            try:
+                want = int(gib * 2 ** 30)
+                resource.prlimit(self.pid, resource.RLIMIT_DATA, (want, want))
+            except (OSError, ValueError):
+                pass
+
+    @property
+    def pid(self) -> int | None:
+        return self.hello.get("pid")
+
+    def kill(self):
+        """End the process from outside: SIGKILL cannot be caught, ignored or delayed."""
+        if self.gateway is None:
+            return
+        popen = getattr(self.gateway._io, "popen", None)
+        try:
+            if popen is not None:
+                popen.kill()
+                popen.wait(timeout=10)
+            elif self.pid:
+                os.kill(self.pid, signal.SIGKILL)
+        except Exception:
+            pass
+        self._forget()
+
+    def close(self):
+        if self.gateway is None:
+            return
+        try:
+            if self.alive:
+                self.channel.send(None)
+        except Exception:
+            pass
+        self.kill()
+
+    def _forget(self):
+        try:
+            self.gateway.exit()
+        except Exception:
+            pass
+        self.gateway = self.channel = None
+        self.handles.clear()
+
+    def ensure(self):
+        if not self.alive:
+            if self.gateway is not None:
+                self.kill()
+            self.start()
+
+    # -- requests ---------------------------------------------------------------------------
+    def request(self, op: str, **args):
+        """Send one request and wait for its answer, watching the deadline and the memory cap."""
+        self.ensure()
+        self.next_id += 1
+        rid = self.next_id
+        self.generation += 1
+        try:
+            self.channel.send({"id": rid, "op": op, "args": wire.encode(args, self._handle_data)})
+        except (OSError, EOFError, ValueError) as exc:  # the channel closed under us
+            raise self._lost(f"the executor could not be reached ({exc})")
+        while True:
+            msg = self._receive(self.deadline)
+            if isinstance(msg, dict) and msg.get("id") == rid:
+                break
+            # an answer to an older request (or a forged one) is never taken for this one
+        if "raised" in msg:
+            info = msg["raised"]
+            if info.get("unsupported"):
+                from ..adapters.base import Unsupported
+                raise Unsupported(info["unsupported"])
+            raise RemoteError(info, origin=self.role)
+        return wire.decode(msg["ok"], self._object_of)
+
+    def _receive(self, deadline: float | None, starting: bool = False):
+        limit = self.memory_limit_gib
+        while True:
+            wait = POLL if deadline is None else max(0.0, min(POLL, deadline - time.monotonic()))
+            try:
+                return self.channel.receive(timeout=wait)
+            except self.channel.TimeoutError:
+                pass
+            except (EOFError, OSError) as exc:
+                raise self._lost(f"the executor process ended without answering ({self._exit_status()})") from exc
+            except self.channel.RemoteError as exc:
+                raise self._lost(f"the executor process failed: {str(exc).strip().splitlines()[-1:]}") from exc
+            if deadline is not None and time.monotonic() >= deadline:
+                self.kill()
+                if starting:
+                    raise ExecutorLost(f"the {self.role} executor did not start within {STARTUP_TIMEOUT:g} s")
+                raise CheckTimeout("the executor was killed from outside")
+            if limit and self.pid and _rss_gib(self.pid) > limit:
+                self.kill()
+                raise ExecutorLost(f"the process running the layer grew past the memory limit ({limit:g} GiB, "
+                                   f"--memory-limit) and was killed", out_of_memory=True)
+
+    def _exit_status(self) -> str:
+        popen = getattr(getattr(self.gateway, "_io", None), "popen", None)
+        code = None
+        if popen is not None:
+            try:
+                code = popen.wait(timeout=5)
+            except Exception:
+                code = None
+        if code is None:
+            return "exit status unknown"
+        if code < 0:
+            try:
+                return f"killed by {signal.Signals(-code).name}"
+            except ValueError:
+                return f"killed by signal {-code}"
+        return f"exit status {code}"
+
+    def _lost(self, message: str) -> ExecutorLost:
+        self._forget()
+        return ExecutorLost(message)
+
+    # -- handles -----------------------------------------------------------------------------
+    def _handle_data(self, obj):
+        if isinstance(obj, Remote):
+            if obj.executor is not self:
+                raise ValueError(f"{obj!r} belongs to another executor")
+            return {"__h__": obj.hid}
+        if isinstance(obj, Rebuild):
+            return {"__rebuild__": wire.encode(obj.spec, self._handle_data)}
+        raise TypeError(f"cannot send a {type(obj).__name__} to an executor")
+
+    def _object_of(self, data: dict):
+        hid = data["__h__"]
+        handle = self.handles.get(hid)
+        if handle is None:
+            handle = self.handles[hid] = Remote(self, hid, data.get("type", "object"))
+        handle.update(data.get("meta") or {})
+        return handle
+
+    def release(self, keep=()):
+        keep_ids = {h.hid for h in keep}
+        self.handles = {k: v for k, v in self.handles.items() if k in keep_ids}
+
+
+def _rss_gib(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 2 ** 20
+    except OSError:
+        pass
+    return 0.0
+
+
+class RemoteAdapter:
+    """The adapter interface, answered by an executor. Checks cannot tell it from a local adapter:
+    the same methods, with handles where the local one returns native objects."""
+
+    def __init__(self, executor: Executor, native: Executor | None = None):
+        self._executor = executor
+        self._native = native
+        hello = executor.hello
+        self.name = hello["name"]
+        self.cpu_device = hello["cpu_device"]
+        self.gpu_device = hello["gpu_device"]
+        self.hints = hello["hints"]
+        self._implements = set(hello["implements"])
+
+    def implements(self, method: str) -> bool:
+        return method in self._implements
+
+    def _owner(self, args) -> Executor:
+        for a in args:
+            if isinstance(a, Remote):
+                return a.executor
+            if isinstance(a, (list, tuple)):
+                for b in a:
+                    if isinstance(b, Remote):
+                        return b.executor
+        return self._executor
+
+    def _call(self, method, args, kwargs):
+        return self._owner(args).request("call", method=method, args=list(args), kwargs=kwargs)
+
+    def __getattr__(self, method):
+        if method.startswith("_"):
+            raise AttributeError(method)
+        return lambda *args, **kwargs: self._call(method, args, kwargs)
+
+    # answered from what a tensor handle already carries, where it is current
+    def is_tensor(self, obj) -> bool:
+        if isinstance(obj, Remote):
+            return bool(obj.meta.get("tensor")) if obj.fresh else self._call("is_tensor", [obj], {})
+        return False
+
+    def numpy(self, t):
+        if isinstance(t, Remote) and t.fresh and t.value is not None:
+            return t.value.copy()
+        return self._call("numpy", [t], {})
+
+    def dtype_name(self, t) -> str:
+        if isinstance(t, Remote) and t.fresh and "dtype" in t.meta:
+            return t.meta["dtype"]
+        return self._call("dtype_name", [t], {})
+
+    def device_of(self, t) -> str:
+        if isinstance(t, Remote) and t.fresh and "device" in t.meta:
+            return t.meta["device"]
+        return self._call("device_of", [t], {})
+
+    def import_native(self, path: str) -> Remote:
+        """A contract's native layer or function, in an executor that never imported user code."""
+        return self._native.request("import_object", path=path)
+
+
+class RemoteModule:
+    """A contract's reference module, run in the numpy-only reference executor. Answers are
+    deterministic, so each distinct call is made once."""
+
+    def __init__(self, executor: Executor, name: str):
+        self._executor, self._name = executor, name
+        self._cache: dict = {}
+
+    def __getattr__(self, function):
+        if function.startswith("_"):
+            raise AttributeError(function)
+
+        def call(*args, **kwargs):
+            key = (function, repr(wire.encode([list(args), kwargs], _no_handles)))
+            if key not in self._cache:
+                self._cache[key] = self._executor.request("reference", module=self._name, function=function,
+                                                          args=list(args), kwargs=kwargs)
+            value = self._cache[key]
+            return value.copy() if hasattr(value, "copy") else value
+        call.__name__ = function
+        return call
+
+
+def _no_handles(obj):
+    raise TypeError(f"a {type(obj).__name__} cannot be passed to a reference")

@@ -1,0 +1,250 @@
+"""The executor's side: the request loop of a process that holds code under test.
+
+An executor is started by the judge through execnet and answers requests until the judge closes
+it or kills it. It holds one framework's adapter (or none: the reference executor runs numpy-only
+contract references), imports user modules, and sends back plain data (``wire``). Objects that
+are not data stay here and travel as handles.
+
+Nothing here decides a verdict. The judge treats every answer as data from an untrusted process:
+a layer may patch this module, exit, fork or hang, and the judge, which runs elsewhere, only
+loses the answer.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import threading
+
+from . import wire
+
+
+class Server:
+    def __init__(self, channel, config: dict):
+        self.channel = channel
+        self.pid = os.getpid()
+        for path in reversed(config.get("path") or []):
+            if path not in sys.path:
+                sys.path.insert(0, path)
+        if config.get("cwd"):
+            os.chdir(config["cwd"])
+        _limit_memory(config.get("memory_limit_gib"))
+        self.framework = config.get("framework")
+        self.adapter = None
+        if self.framework:
+            if self.framework == "mxnet":
+                from harness.adapters.mxnet_shim import apply
+                apply()
+            from harness.adapters import get_adapter
+            self.adapter = get_adapter(self.framework)
+        self.objects: dict[int, object] = {}
+        self.ids: dict[int, int] = {}
+        self.pinned: set[int] = set()
+        self.next_id = 1
+        self.modules: dict[str, object] = {}
+        self.threads = {t.ident for t in threading.enumerate()}
+        self.check_globals = None
+
+    # -- handles ---------------------------------------------------------------------------
+    def handle_of(self, obj):
+        hid = self.ids.get(id(obj))
+        if hid is None or self.objects.get(hid) is not obj:
+            hid = self.next_id
+            self.next_id += 1
+            self.objects[hid] = obj
+            self.ids[id(obj)] = hid
+        return {"__h__": hid, "type": type(obj).__name__, "meta": self._meta(obj)}
+
+    def _meta(self, obj) -> dict:
+        """What the judge may ask about a tensor without another round trip."""
+        a = self.adapter
+        if a is None:
+            return {}
+        try:
+            if not a.is_tensor(obj):
+                return {}
+            meta = {"tensor": True, "dtype": a.dtype_name(obj), "device": a.device_of(obj),
+                    "shape": [int(d) for d in obj.shape]}
+        except Exception:
+            return {}
+        try:
+            meta["value"] = wire.array_to_bytes(a.numpy(obj))
+        except Exception:  # a meta-device tensor has no values
+            pass
+        return meta
+
+    def object_of(self, data):
+        if "__h__" in data:
+            return self.objects[data["__h__"]]
+        if "__rebuild__" in data:
+            spec = wire.decode(data["__rebuild__"], self.object_of)
+            return self._rebuilder(spec)
+        raise ValueError(f"unknown encoded value {sorted(data)}")
+
+    def _rebuilder(self, spec):
+        """A fresh layer with the same state, built where the adapter calls it (Keras: under tf.device)."""
+        adapter = self.adapter
+
+        def rebuild():
+            layer = adapter.build(adapter.construct(spec["impl"], spec["constructor"]), spec["inputs"])
+            for name, value in spec["assign"].items():
+                adapter.assign(layer, name, value)
+            return layer
+        return rebuild
+
+    # -- requests ----------------------------------------------------------------------------
+    def loop(self):
+        self.channel.send({"hello": self.hello()})
+        while True:
+            try:
+                msg = self.channel.receive()
+            except EOFError:
+                return
+            if msg is None:
+                return
+            reply = self.answer(msg)
+            if os.getpid() != self.pid:
+                os._exit(0)  # a layer forked: the child never answers in the parent's name
+            try:
+                self.channel.send(reply)
+            except Exception as exc:  # something in the answer that is not plain data
+                self.channel.send({"id": reply.get("id"), "raised": self._describe(exc)})
+
+    def answer(self, msg: dict) -> dict:
+        rid = msg.get("id")
+        try:
+            result = getattr(self, "op_" + msg["op"])(**wire.decode(msg.get("args") or {}, self.object_of))
+            return {"id": rid, "ok": wire.encode(result, self.handle_of)}
+        except BaseException as exc:  # everything the code under test can raise, SystemExit included
+            if os.getpid() != self.pid:
+                os._exit(0)
+            return {"id": rid, "raised": self._describe(exc)}
+
+    def _describe(self, exc: BaseException) -> dict:
+        from harness.errors import raised_in_adapter, unexpected_error
+        from harness.adapters.base import Unsupported
+        unsupported = None
+        if isinstance(exc, (Unsupported, NotImplementedError)) and raised_in_adapter(exc):
+            unsupported = str(exc) or f"{type(exc).__name__}"
+        return {"type": type(exc).__name__, "message": _text(exc), "text": unexpected_error(exc),
+                "unsupported": unsupported}
+
+    def hello(self) -> dict:
+        out = {"pid": self.pid, "python": sys.version.split()[0]}
+        a = self.adapter
+        if a is not None:
+            from harness.adapters.base import Adapter
+            out.update(name=a.name, cpu_device=a.cpu_device, gpu_device=a.gpu_device, hints=dict(a.hints),
+                       implements=[m for m in dir(Adapter) if not m.startswith("_") and a.implements(m)])
+        return out
+
+    # -- operations ----------------------------------------------------------------------------
+    def op_call(self, method: str, args=(), kwargs=None):
+        if method.startswith("_"):
+            raise AttributeError(method)
+        return getattr(self.adapter, method)(*args, **(kwargs or {}))
+
+    def op_load(self, spec: str):
+        """Import ``module:attr``; report what the import changed in process-global state."""
+        before = self._globals()
+        obj = _resolve(spec)
+        changed = self._restore(before)
+        self.pinned.add(self.handle_of(obj)["__h__"])
+        module = sys.modules.get(spec.split(":", 1)[0])
+        return {"impl": obj, "file": getattr(module, "__file__", None), "changed": changed,
+                "threads": self._new_threads()}
+
+    def op_detect(self, spec: str):
+        """The framework a ``module:attr`` belongs to, among those the import brought in."""
+        from harness.adapters import detect
+        obj = _resolve(spec)
+        module = sys.modules.get(spec.split(":", 1)[0])
+        found = detect(obj)
+        return {"framework": found, "file": getattr(module, "__file__", None)}
+
+    def op_import_object(self, path: str):
+        """A dotted ``module.attr`` (a contract's native layer or function)."""
+        mod_name, _, attr = path.rpartition(".")
+        obj = getattr(importlib.import_module(mod_name), attr)
+        self.pinned.add(self.handle_of(obj)["__h__"])
+        return obj
+
+    def op_begin_check(self):
+        self.check_globals = self._globals()
+
+    def op_end_check(self):
+        """Put global state back as the check found it; say what the layer changed."""
+        changed = self._restore(self.check_globals) if self.check_globals is not None else []
+        self.check_globals = None
+        self.op_release()
+        return {"changed": changed, "threads": self._new_threads()}
+
+    def op_release(self):
+        """Drop every object the judge no longer refers to (all but loaded implementations)."""
+        for hid in [h for h in self.objects if h not in self.pinned]:
+            self.ids.pop(id(self.objects.pop(hid)), None)
+
+    def op_reference(self, module: str, function: str, args=(), kwargs=None):
+        return getattr(self._module(module), function)(*args, **(kwargs or {}))
+
+    def op_reference_names(self, module: str):
+        """The callables a contract's reference module defines (validated at load)."""
+        mod = self._module(module)
+        return sorted(n for n in dir(mod) if callable(getattr(mod, n, None)))
+
+    def _module(self, name):
+        if name not in self.modules:
+            self.modules[name] = importlib.import_module(name)
+        return self.modules[name]
+
+    # -- global state --------------------------------------------------------------------------
+    def _globals(self):
+        import numpy as np
+        return {"numpy": np.random.get_state(),
+                "adapter": self.adapter.save_globals() if self.adapter is not None else None}
+
+    def _restore(self, saved) -> list[str]:
+        import numpy as np
+        changed = list(self.adapter.restore_globals(saved["adapter"])) if self.adapter is not None else []
+        now = np.random.get_state()
+        old = saved["numpy"]
+        if not (now[0] == old[0] and np.array_equal(now[1], old[1]) and now[2:] == old[2:]):
+            changed.append("numpy's global RNG state")
+        np.random.set_state(old)
+        return changed
+
+    def _new_threads(self) -> list[str]:
+        return sorted(t.name for t in threading.enumerate() if t.ident not in self.threads and t.is_alive())
+
+
+def _text(exc) -> str:
+    try:
+        return str(exc)
+    except Exception:
+        return "(an exception whose message cannot be read)"
+
+
+def _resolve(spec: str):
+    mod_name, _, attr = spec.partition(":")
+    obj = importlib.import_module(mod_name)
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _limit_memory(gib) -> None:
+    """Cap the data segment so that a layer exhausting memory gets an allocation error; the judge
+    also watches the process's size from outside, since a process can raise its own limit."""
+    import resource
+    if not gib or not hasattr(resource, "RLIMIT_DATA"):
+        return
+    want = int(gib * 2 ** 30)
+    soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    if hard != resource.RLIM_INFINITY:
+        want = min(want, hard)
+    resource.setrlimit(resource.RLIMIT_DATA, (want, want))
+
+
+def serve(channel):
+    config = channel.receive()
+    Server(channel, config).loop()

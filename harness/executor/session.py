@@ -1,0 +1,174 @@
+"""The judge's executors for one run: per framework one for the layers under test and one for
+the framework's native layers, and one numpy-only executor for the contracts' references.
+
+A target's executor is reused for the next target only while it is clean: a layer that left a
+thread running, or an executor that died or was killed, gets a fresh process before the next
+target's code is imported. What a module changes in global state at import is undone and noted.
+"""
+from __future__ import annotations
+
+import time
+
+from .client import CheckTimeout, Executor, ExecutorLost, RemoteAdapter, RemoteError, RemoteModule
+
+LOAD_TIMEOUT = 120.0  # seconds to import a user module (a framework import can take most of it)
+
+
+class LoadFailed(Exception):
+    """The implementation under test could not be imported; every check of its target says why."""
+
+
+class Session:
+    def __init__(self, pythons: dict | None = None, memory_limit_gib: float | None = None):
+        self.pythons = dict(pythons or {})
+        self.memory_limit_gib = memory_limit_gib
+        self.layer: dict[str, Executor] = {}
+        self.native: dict[str, Executor] = {}
+        self.loaded: dict = {}        # (framework, spec) -> (process number, impl handle, notes)
+        self.failed: dict = {}        # (framework, spec) -> why it cannot be loaded
+        self.current: dict = {}       # framework -> spec of the target its executor holds
+        self.dirty: dict = {}         # framework -> why its executor must not take another target
+        self.running: list[Executor] = []
+
+    # -- executors ---------------------------------------------------------------------------
+    def _executor(self, table, role, framework):
+        if framework not in table:
+            table[framework] = Executor(role, framework, self.pythons.get(framework), self.memory_limit_gib)
+        return table[framework]
+
+    @property
+    def reference(self) -> Executor | None:
+        return _reference
+
+    def adapter(self, framework: str) -> RemoteAdapter:
+        layer = self._executor(self.layer, "layer", framework)
+        layer.ensure()
+        return RemoteAdapter(layer, self._executor(self.native, "native", framework))
+
+    # -- targets -------------------------------------------------------------------------------
+    def load(self, framework: str, spec: str):
+        """The implementation's handle in a clean layer executor, and what its import changed."""
+        key = (framework, spec)
+        if key in self.failed:
+            raise LoadFailed(self.failed[key])
+        ex = self._executor(self.layer, "layer", framework)
+        if self.current.get(framework) != spec and self.dirty.pop(framework, None):
+            ex.kill()  # the previous target left the process unclean: the next one gets a fresh one
+        ex.ensure()
+        self.current[framework] = spec
+        cached = self.loaded.get(key)
+        if cached and cached[0] == ex.started and ex.alive:
+            return cached[1], cached[2]
+        ex.deadline = time.monotonic() + LOAD_TIMEOUT
+        try:
+            info = ex.request("load", spec=spec)
+        except RemoteError as exc:
+            self.failed[key] = f"cannot import {spec}: {exc.remote_text}"
+            raise LoadFailed(self.failed[key]) from None
+        except (ExecutorLost, CheckTimeout) as exc:
+            what = "took longer than {:g} s".format(LOAD_TIMEOUT) if isinstance(exc, CheckTimeout) else str(exc)
+            self.failed[key] = f"importing {spec} ended its executor: {what}"
+            raise LoadFailed(self.failed[key]) from None
+        finally:
+            ex.deadline = None
+        notes = []
+        if info["changed"]:
+            notes.append("importing the module changed global state (restored): " + ", ".join(info["changed"]))
+        if info["threads"]:
+            self.dirty[framework] = "threads"
+            notes.append(f"importing the module left thread(s) running: {', '.join(info['threads'])}")
+        self.loaded[key] = (ex.started, info["impl"], notes)
+        return info["impl"], notes
+
+    # -- one check ----------------------------------------------------------------------------
+    def begin_check(self, framework: str, timeout: float | None):
+        deadline = time.monotonic() + timeout if timeout else None
+        self.running = [e for e in (self.layer.get(framework), self.native.get(framework), self.reference) if e]
+        for ex in self.running:
+            ex.deadline = deadline
+        layer = self.layer.get(framework)
+        if layer is not None and layer.alive:
+            layer.request("begin_check")
+
+    def end_check(self, framework: str) -> list[str]:
+        notes = []
+        layer = self.layer.get(framework)
+        try:
+            if layer is not None and layer.alive:
+                info = layer.request("end_check")
+                if info["changed"]:
+                    notes.append("the layer changed global state (restored): " + ", ".join(info["changed"]))
+                if info["threads"]:
+                    self.dirty[framework] = "threads"
+                    notes.append(f"the layer left thread(s) running: {', '.join(info['threads'])}; the next "
+                                 f"target gets a fresh process")
+            native = self.native.get(framework)
+            if native is not None and native.alive:
+                native.request("release")
+        except (ExecutorLost, CheckTimeout, RemoteError) as exc:
+            notes.append(f"the executor could not be reset after the check ({exc}); it is replaced")
+            if layer is not None:
+                layer.kill()
+        finally:
+            for ex in self.running:
+                ex.deadline = None
+                keep = [h for k in self.loaded.values() for h in [k[1]] if getattr(h, "executor", None) is ex]
+                ex.release(keep)
+            self.running = []
+        return notes
+
+    def close(self):
+        for ex in list(self.layer.values()) + list(self.native.values()):
+            ex.close()
+
+
+def detect(spec: str, python: str | None = None, timeout: float = LOAD_TIMEOUT) -> dict:
+    """Which framework ``module:attr`` belongs to, asked of a throwaway executor that imports it."""
+    ex = Executor("probe", None, python)
+    try:
+        ex.start()
+        ex.deadline = time.monotonic() + timeout
+        return ex.request("detect", spec=spec)
+    finally:
+        ex.close()
+
+
+# One numpy-only executor runs every contract's reference module for this judge process.
+_reference: Executor | None = None
+
+
+_modules: dict[str, RemoteModule] = {}
+
+
+def reference_module(name: str) -> RemoteModule:
+    """A contract's reference module, imported and run only in the reference executor."""
+    global _reference
+    if _reference is None:
+        import atexit
+        _reference = Executor("reference")
+        atexit.register(_reference.close)
+    if name not in _modules:
+        _modules[name] = RemoteModule(_reference, name)
+    return _modules[name]
+
+
+_names: dict = {}
+
+
+def reference_names(name: str, timeout: float = LOAD_TIMEOUT) -> tuple[list[str], str | None]:
+    """The callables a reference module defines, or why it cannot be imported (its exception, or
+    the time limit: a module that hangs at import is ended from outside)."""
+    if name not in _names:
+        executor = reference_module(name)._executor
+        executor.deadline = time.monotonic() + timeout
+        try:
+            _names[name] = (executor.request("reference_names", module=name), None)
+        except RemoteError as exc:
+            _names[name] = ([], exc.remote_text)
+        except CheckTimeout:
+            _names[name] = ([], f"importing it took longer than {timeout:g} s")
+        except ExecutorLost as exc:
+            _names[name] = ([], str(exc))
+        finally:
+            executor.deadline = None
+    return _names[name]
