@@ -130,7 +130,8 @@ class FrameworkAdapter(Adapter):
     # -- composition and devices ---------------------------------------------------------------
     def sequential(self, layer, width):
         gen = torch.Generator().manual_seed(0)
-        first, last = torch.nn.Linear(width, width), torch.nn.Linear(width, 2)
+        with torch.random.fork_rng(devices=[]):  # the harness's own layers leave the global RNG alone
+            first, last = torch.nn.Linear(width, width), torch.nn.Linear(width, 2)
         with torch.no_grad():
             for p in list(first.parameters()) + list(last.parameters()):
                 p.copy_(torch.randn(p.shape, generator=gen) * 0.3)
@@ -140,7 +141,8 @@ class FrameworkAdapter(Adapter):
         if dense is None:
             return torch.nn.Sequential(layer)
         gen = torch.Generator().manual_seed(0)
-        first = torch.nn.Linear(*dense)
+        with torch.random.fork_rng(devices=[]):
+            first = torch.nn.Linear(*dense)
         with torch.no_grad():
             for p in first.parameters():
                 p.copy_(torch.randn(p.shape, generator=gen) * 0.3)

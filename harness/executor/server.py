@@ -44,6 +44,7 @@ class Server:
         self.modules: dict[str, object] = {}
         self.threads = {t.ident for t in threading.enumerate()}
         self.check_globals = None
+        self.fingerprint = None  # taken before the first user module is imported
 
     # -- handles ---------------------------------------------------------------------------
     def handle_of(self, obj):
@@ -61,8 +62,9 @@ class Server:
         if a is None:
             return {}
         try:
-            if not a.is_tensor(obj):
-                return {}
+            if not a.is_tensor(obj):  # a framework's variable object (an nnx.Param) still has a shape
+                shape = getattr(obj, "shape", None)
+                return {"shape": [int(d) for d in shape]} if isinstance(shape, tuple) else {}
             meta = {"tensor": True, "dtype": a.dtype_name(obj), "device": a.device_of(obj),
                     "shape": [int(d) for d in obj.shape]}
         except Exception:
@@ -146,6 +148,8 @@ class Server:
 
     def op_load(self, spec: str):
         """Import ``module:attr``; report what the import changed in process-global state."""
+        if self.fingerprint is None:
+            self.fingerprint = _fingerprint()
         before = self._globals()
         obj = _resolve(spec)
         changed = self._restore(before)
@@ -168,6 +172,21 @@ class Server:
         obj = getattr(importlib.import_module(mod_name), attr)
         self.pinned.add(self.handle_of(obj)["__h__"])
         return obj
+
+    def op_health(self) -> list[str]:
+        """Why this process must not take another target: functions of the harness, numpy or the
+        framework replaced since before the first user import, or threads left running."""
+        reasons = []
+        if self.fingerprint is not None:
+            now = _fingerprint(self.fingerprint)
+            patched = [f"{m}.{n}" for m, names in self.fingerprint.items() for n, i in names.items()
+                       if now.get(m, {}).get(n) != i]
+            if patched:
+                reasons.append("patched " + ", ".join(patched[:5]) + (" ..." if len(patched) > 5 else ""))
+        threads = self._new_threads()
+        if threads:
+            reasons.append("threads left running: " + ", ".join(threads))
+        return reasons
 
     def op_begin_check(self):
         self.check_globals = self._globals()
@@ -215,6 +234,22 @@ class Server:
 
     def _new_threads(self) -> list[str]:
         return sorted(t.name for t in threading.enumerate() if t.ident not in self.threads and t.is_alive())
+
+
+_WATCHED = ("numpy", "harness", "builtins", "os", "sys", "torch", "tensorflow", "keras", "jax", "flax", "mxnet")
+
+
+def _fingerprint(like: dict | None = None) -> dict:
+    """{module: {name: id}} of the functions and classes of the modules a verdict's data passes
+    through. Replacing one (a layer patching numpy or the adapter) changes an id."""
+    out = {}
+    for name in (list(like) if like is not None else list(sys.modules)):
+        if like is None and (name.split(".")[0] not in _WATCHED or name.count(".") > 2):
+            continue
+        d = getattr(sys.modules.get(name), "__dict__", None)
+        if isinstance(d, dict):
+            out[name] = {k: id(v) for k, v in list(d.items()) if callable(v)}
+    return out
 
 
 def _text(exc) -> str:

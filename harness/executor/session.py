@@ -27,7 +27,6 @@ class Session:
         self.loaded: dict = {}        # (framework, spec) -> (process number, impl handle, notes)
         self.failed: dict = {}        # (framework, spec) -> why it cannot be loaded
         self.current: dict = {}       # framework -> spec of the target its executor holds
-        self.dirty: dict = {}         # framework -> why its executor must not take another target
         self.running: list[Executor] = []
 
     # -- executors ---------------------------------------------------------------------------
@@ -52,8 +51,17 @@ class Session:
         if key in self.failed:
             raise LoadFailed(self.failed[key])
         ex = self._executor(self.layer, "layer", framework)
-        if self.current.get(framework) != spec and self.dirty.pop(framework, None):
-            ex.kill()  # the previous target left the process unclean: the next one gets a fresh one
+        if self.current.get(framework) not in (None, spec) and ex.alive:
+            # checked before another target's code runs: a process the previous target left patched
+            # or with threads running is replaced by a fresh one
+            ex.deadline = time.monotonic() + LOAD_TIMEOUT
+            try:
+                if ex.request("health"):
+                    ex.kill()
+            except (RemoteError, ExecutorLost, CheckTimeout):
+                ex.kill()
+            finally:
+                ex.deadline = None
         ex.ensure()
         self.current[framework] = spec
         cached = self.loaded.get(key)
@@ -75,7 +83,6 @@ class Session:
         if info["changed"]:
             notes.append("importing the module changed global state (restored): " + ", ".join(info["changed"]))
         if info["threads"]:
-            self.dirty[framework] = "threads"
             notes.append(f"importing the module left thread(s) running: {', '.join(info['threads'])}")
         self.loaded[key] = (ex.started, info["impl"], notes)
         return info["impl"], notes
@@ -99,7 +106,6 @@ class Session:
                 if info["changed"]:
                     notes.append("the layer changed global state (restored): " + ", ".join(info["changed"]))
                 if info["threads"]:
-                    self.dirty[framework] = "threads"
                     notes.append(f"the layer left thread(s) running: {', '.join(info['threads'])}; the next "
                                  f"target gets a fresh process")
             native = self.native.get(framework)

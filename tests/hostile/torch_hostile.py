@@ -87,3 +87,99 @@ class HangsInNativeCode(_Base):
         import time
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
         time.sleep(3600)
+
+
+# --- attacks on the judge: none of them may change a verdict, end the run green or lose a result ---
+
+class OffByTwo(_Base):
+    """Wrong (2x) and nothing else: what the attackers below try to get passed."""
+    def forward(self, X):
+        return 2 * self.correct(X)
+
+
+class RaisesCheckSkipped(_Base):
+    """Raises the harness's own skip exception to turn every check into "n/a"."""
+    def forward(self, X):
+        from harness.checks import CheckSkipped
+        raise CheckSkipped("not applicable, honestly", not_applicable=True)
+
+
+class RaisesUnsupported(_Base):
+    """Raises the adapters' own "unsupported" from the layer's code."""
+    def forward(self, X):
+        from harness.adapters.base import Unsupported
+        raise Unsupported("this framework cannot do that")
+
+
+class CallsPytestSkip(_Base):
+    def forward(self, X):
+        import pytest
+        pytest.skip("nothing to see here")
+
+
+class ExitsZero(_Base):
+    """Ends its process with status 0 in the middle of a check."""
+    def forward(self, X):
+        os._exit(0)
+
+
+class SysExitZero(_Base):
+    def forward(self, X):
+        raise SystemExit(0)
+
+
+class SwallowsEverything(_Base):
+    """Disarms the interval timer, ignores SIGALRM/SIGTERM/SIGINT and swallows BaseException while it loops."""
+    def forward(self, X):
+        import signal
+        for sig in (signal.SIGALRM, signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, signal.SIG_IGN)
+        while True:
+            try:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                while True:
+                    pass
+            except BaseException:
+                continue
+
+
+class CancelsWatchdogs(_Base):
+    """Cancels every timer thread in its process, then hangs with signals masked."""
+    def forward(self, X):
+        import signal
+        import threading
+        import time
+        for t in threading.enumerate():
+            if isinstance(t, threading.Timer):
+                t.cancel()
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM, signal.SIGTERM, signal.SIGINT})
+        time.sleep(3600)
+
+
+class LeavesThread(_Base):
+    """Starts a non-daemon thread that never ends, and computes correctly."""
+    def forward(self, X):
+        import threading
+        import time
+        threading.Thread(target=lambda: time.sleep(10 ** 6), name="left-behind", daemon=False).start()
+        return self.correct(X)
+
+
+class LiftsMemoryCap(_Base):
+    """Raises its own memory limit, then allocates without bound (touching every page)."""
+    def forward(self, X):
+        import resource
+        try:
+            resource.setrlimit(resource.RLIMIT_DATA, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+        except (ValueError, OSError):
+            pass
+        hog = []
+        while True:
+            hog.append(torch.ones(2 ** 28))  # 1 GiB each
+
+
+class Forks(_Base):
+    """Forks in forward; both processes carry on and compute correctly."""
+    def forward(self, X):
+        os.fork()
+        return self.correct(X)

@@ -1,0 +1,131 @@
+"""The judge never shares a process with the code it judges.
+
+Each attack comes from a layer under test (or its module, at import) and is run for real: a pytest
+run in a subprocess with a bindings file that puts the attacker first, then a wrong layer (off by 2x)
+and a correct one. Whatever the attacker does, its own checks end as failed or error with a message
+that says what happened, the two layers after it keep their verdicts, the results file holds every
+planned check, and the exit code is non-zero.
+"""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+ROOT = str(Path(__file__).resolve().parent.parent)
+CHECKS = ("values", "parameters")
+AFTER = {"OffByTwo": "failed", "IMPL": "passed"}
+
+
+def judged(tmp_path, attacker: str, *args, checks=CHECKS, timeout=300):
+    """Run the attacker, then OffByTwo and the correct layer, in one run; returns (process, records by (impl, check))."""
+    bindings = tmp_path / "bindings.yaml"
+    bindings.write_text(textwrap.dedent(f"""\
+        - {{contract: rmsnorm, impl: "{attacker}"}}
+        - {{contract: rmsnorm, impl: "tests.hostile.torch_hostile:OffByTwo"}}
+        - {{contract: rmsnorm, impl: "reference_impls.torch.rmsnorm:IMPL"}}
+    """))
+    out = tmp_path / "results.json"
+    check_args = [a for c in checks for a in ("--check", c)]
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--bindings", str(bindings),
+                           "--framework", "torch", *check_args, *args, "--conformance-json", str(out),
+                           "--rootdir", ROOT], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    assert out.exists(), f"no results file\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    records = json.loads(out.read_text())["results"]
+    return proc, {(r["impl"].rpartition(":")[2] if "torch_hostile" in r["impl"] or "reference_impls" in r["impl"]
+                   else r["impl"], r["check"]): r for r in records}
+
+
+def assert_judged(proc, by, attacker_label, outcome, fragment, checks=CHECKS):
+    text = proc.stdout[-4000:] + proc.stderr[-4000:]
+    assert proc.returncode not in (0, 5), text
+    for check in checks:
+        rec = by[(attacker_label, check)]
+        assert rec["outcome"] in outcome, (check, rec)
+        assert fragment in rec["message"], (check, rec["message"])
+        for impl, want in AFTER.items():
+            assert by[(impl, check)]["outcome"] == want, (impl, check, by[(impl, check)])
+    assert len(by) == 3 * len(checks), sorted(by)
+
+
+def test_patching_numpy_in_its_process_changes_no_verdict(tmp_path):
+    proc, by = judged(tmp_path, "tests.hostile.patches_numpy:IMPL", checks=("values", "gradients"))
+    assert_judged(proc, by, "tests.hostile.patches_numpy:IMPL", ("failed",), "mismatched elements",
+                  checks=("values", "gradients"))
+
+
+def test_patching_the_harness_in_its_process_changes_no_verdict(tmp_path):
+    proc, by = judged(tmp_path, "tests.hostile.patches_harness:IMPL", checks=("values", "gradients"))
+    assert_judged(proc, by, "tests.hostile.patches_harness:IMPL", ("failed",), "mismatched elements",
+                  checks=("values", "gradients"))
+
+
+@pytest.mark.parametrize("attacker,fragment", [
+    ("RaisesCheckSkipped", "CheckSkipped: not applicable, honestly"),
+    ("RaisesUnsupported", "Unsupported: this framework cannot do that"),
+    ("CallsPytestSkip", "Skipped: nothing to see here"),
+    ("SysExitZero", "SystemExit: 0"),
+])
+def test_a_layer_cannot_declare_itself_skipped_or_exit(tmp_path, attacker, fragment):
+    proc, by = judged(tmp_path, f"tests.hostile.torch_hostile:{attacker}")
+    assert_judged(proc, by, attacker, ("failed",), fragment)
+
+
+def test_exit_zero_in_forward_is_a_crash_of_that_check_alone(tmp_path):
+    proc, by = judged(tmp_path, "tests.hostile.torch_hostile:ExitsZero")
+    assert_judged(proc, by, "ExitsZero", ("error",), "ended without answering (exit status 0)")
+
+
+def test_exit_zero_at_import_is_an_error_for_every_check(tmp_path):
+    proc, by = judged(tmp_path, "tests.hostile.exits_at_import:IMPL")
+    assert_judged(proc, by, "tests.hostile.exits_at_import:IMPL", ("error",), "ended its executor")
+
+
+@pytest.mark.parametrize("attacker", ["SwallowsEverything", "CancelsWatchdogs"])
+def test_timeouts_cannot_be_defeated(tmp_path, attacker):
+    proc, by = judged(tmp_path, f"tests.hostile.torch_hostile:{attacker}", "--check-timeout", "3")
+    assert_judged(proc, by, attacker, ("error",), "timed out after 3 s")
+
+
+def test_a_thread_left_running_neither_hangs_the_run_nor_reaches_the_next_target(tmp_path):
+    proc, by = judged(tmp_path, "tests.hostile.torch_hostile:LeavesThread", timeout=120)
+    # the layer itself computes correctly: its checks pass, with a note about the thread
+    assert by[("LeavesThread", "values")]["outcome"] == "passed"
+    assert "left thread(s) running" in json.dumps(by[("LeavesThread", "values")]["details"])
+    for impl, want in AFTER.items():
+        assert by[(impl, "values")]["outcome"] == want
+    assert proc.returncode == 1  # OffByTwo fails
+
+
+def test_global_state_changed_at_import_is_undone_and_reported(tmp_path):
+    proc, by = judged(tmp_path, "tests.hostile.globals_at_import:IMPL")
+    rec = by[("tests.hostile.globals_at_import:IMPL", "values")]
+    assert rec["outcome"] == "passed", rec
+    assert "torch default dtype" in json.dumps(rec["details"]), rec
+    for impl, want in AFTER.items():
+        assert by[(impl, "values")]["outcome"] == want
+
+
+def test_raising_its_own_memory_limit_does_not_lift_the_cap(tmp_path):
+    proc, by = judged(tmp_path, "tests.hostile.torch_hostile:LiftsMemoryCap", "--memory-limit", "2",
+                      checks=("values",))
+    assert_judged(proc, by, "LiftsMemoryCap", ("error",), "memory limit", checks=("values",))
+
+
+def test_fork_in_a_layer_writes_nothing_twice(tmp_path):
+    proc, by = judged(tmp_path, "tests.hostile.torch_hostile:Forks")
+    assert by[("Forks", "values")]["outcome"] == "passed"
+    for impl, want in AFTER.items():
+        assert by[(impl, "values")]["outcome"] == want
+    assert proc.stdout.count("layer conformance") == 1, proc.stdout[-3000:]
+
+
+def test_a_crashing_layer_under_xdist_loses_no_other_result(tmp_path):
+    """os.abort() ends only the executor; the xdist worker (the judge) lives and no restart budget is spent."""
+    proc, by = judged(tmp_path, "tests.hostile.torch_hostile:Aborts", "-n", "1")
+    assert_judged(proc, by, "Aborts", ("error",), "killed by SIGABRT")
