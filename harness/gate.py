@@ -477,12 +477,14 @@ def pytest_sessionfinish(session, exitstatus):
         for old, new in gate.comparison.newly_passing:
             say((f"  fixed: {describe(new)}: {old['outcome']} -> passed", {"green": True}))
     if gate.html_path:
-        from . import results
-        from .report import write_html
-        doc = results.document(records, _environment(run))
-        write_html(gate.html_path, doc, baseline=gate.baseline, comparison=gate.comparison,
-                   baseline_name=gate.baseline_path)
-        say((f"conformance html: {os.path.abspath(gate.html_path)}", {}))
+        def write_report(records=records):  # after the results file, which a failing report never costs
+            from . import results
+            from .report import write_html
+            doc = results.document(records, _environment(run))
+            write_html(gate.html_path, doc, baseline=gate.baseline, comparison=gate.comparison,
+                       baseline_name=gate.baseline_path)
+            say((f"conformance html: {os.path.abspath(gate.html_path)}", {}))
+        run.reports.append(("--conformance-html", gate.html_path, write_report))
 
     if session.exitstatus in (EXIT_OK, EXIT_FAILED):
         session.exitstatus = _verdict(gate, records, xpassed, say)

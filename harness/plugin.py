@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -95,6 +96,11 @@ class ConformanceRun:
         self.targets = []
         self.results: list[dict] = []
         self._session = None
+        self.planned: list[str] | None = None   # node ids of every conformance check this run will execute
+        self.journal = None
+        self.interrupted: str | None = None     # the signal that ended the run early
+        self.reports: list = []                 # (option, path, write()) views written after the results file
+        self.report_errors: list[str] = []
         if not self.active:
             return
         try:
@@ -163,6 +169,8 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "conformance: a layer conformance check")
     run = ConformanceRun(config)
     config.stash[_RUN_KEY] = run
+    if run.active and not _is_worker(config):
+        _stop_on_sigterm(run)
     # one framework's checks on one xdist worker, so a worker imports each framework once
     if run.active and getattr(config.option, "dist", "no") == "load":
         config.option.dist = "loadgroup"
@@ -331,11 +339,59 @@ def pytest_runtest_logreport(report):
         record = _record_for_lost_check(run, report)
     if record is not None:
         run.results.append(record)
+        if run.journal is not None:
+            run.journal.record(record)
+
+
+def _stop_on_sigterm(run):
+    """SIGTERM (a CI runner's cancel or timeout) ends the run the way Ctrl-C does, so that the results
+    that exist are written and the rest are marked as not run."""
+    import signal
+    import threading
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def stop(signum, frame):
+        run.interrupted = signal.Signals(signum).name
+        raise KeyboardInterrupt(f"stopped by {run.interrupted}")
+    signal.signal(signal.SIGTERM, stop)
+
+
+def _plan(run, nodeids):
+    """Before any check runs: the plan, in the journal beside the results file."""
+    if run.planned is not None:
+        return
+    run.planned = [n for n in nodeids if parse_nodeid(n) is not None]
+    if run.json_path:
+        from .results import Journal
+        run.journal = Journal(run.json_path)
+        run.journal.plan(run.planned)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session):
+    run = session.config.stash.get(_RUN_KEY, None)
+    if run and run.active and not _is_worker(session.config) and session.items:
+        _plan(run, [item.nodeid for item in session.items if isinstance(item, ConformanceItem)])
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node, ids):
+    run = node.config.stash.get(_RUN_KEY, None)
+    if run and run.active:
+        _plan(run, list(ids))
 
 
 def _record_for_lost_check(run, report) -> dict | None:
     """Rebuild a record from the node id alone (the worker that knew more is gone)."""
-    ids = parse_nodeid(report.nodeid)
+    lines = str(report.longrepr).strip().splitlines()
+    return _record_from_nodeid(run, report.nodeid, "error",
+                               f"the process running this check died ({lines[-1] if lines else 'crashed'}); "
+                               f"the worker was restarted and the rest of the run continued")
+
+
+def _record_from_nodeid(run, nodeid: str, outcome: str, message: str, **extra) -> dict | None:
+    ids = parse_nodeid(nodeid)
     if ids is None:
         return None
     contract, label, framework, device, check = (ids[k] for k in ("contract", "impl", "framework", "device", "check"))
@@ -343,11 +399,8 @@ def _record_for_lost_check(run, report) -> dict | None:
     impl = next((t.impl for t in run.targets if t.framework == framework
                  and names.get(str(Path(t.contract_path).resolve()), Path(t.contract_path).stem) == contract
                  and (not label or label in (t.impl_label, t.impl.replace(":", ".")))), label or "?")
-    lines = str(report.longrepr).strip().splitlines()
     return {"contract": contract, "impl": impl, "framework": framework, "device": device, "check": check,
-            "outcome": "error", "nodeid": report.nodeid,
-            "message": f"the process running this check died ({lines[-1] if lines else 'crashed'}); "
-                       f"the worker was restarted and the rest of the run continued"}
+            "outcome": outcome, "nodeid": nodeid, "message": message, **extra}
 
 
 _current_run = None
@@ -371,18 +424,50 @@ def pytest_sessionfinish(session, exitstatus):
         session.exitstatus = pytest.ExitCode.OK  # nothing a pull request touched: nothing to gate
     if run:
         run.close()
-    _write_results(session, run)
-
-
-def _write_results(session, run):
-    if not run or not run.active or _is_worker(session.config) or not run.json_path:
+    if not run or not run.active or _is_worker(session.config):
         return
-    from . import results
-    devices = {}
-    for r in run.results:
-        devices.setdefault(r["framework"], set()).add(r["device"])
-    env = results.environment(run.frameworks(), {k: sorted(v) for k, v in devices.items()}, run.seed)
-    results.write(run.json_path, run.results, env)
+    completeness = _account_for_the_plan(session, run)
+    _write_results(run, completeness)
+    for option, path, write in run.reports:
+        try:
+            write()
+        except OSError as exc:
+            run.report_errors.append(f"{option} {path}: cannot write the report: {exc}")
+    if run.report_errors:
+        sys.stderr.write("\n".join(run.report_errors) + "\n")
+        if session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def _account_for_the_plan(session, run) -> dict:
+    """Every planned check has a record: the ones that never reported are marked "not run", and a run
+    whose results do not cover its plan never exits 0."""
+    planned = run.planned or []
+    done = {r.get("nodeid") for r in run.results}
+    missing = [n for n in planned if n not in done]
+    why = (f"interrupted ({run.interrupted})" if run.interrupted else
+           "interrupted" if session.exitstatus == pytest.ExitCode.INTERRUPTED else "no result came back")
+    for nodeid in missing:
+        rec = _record_from_nodeid(run, nodeid, "error", f"not run: {why}", not_run=True)
+        if rec is not None:
+            run.results.append(rec)
+    if missing and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    return {"complete": not missing, "planned": len(planned), "not_run": len(missing),
+            **({"interrupted": why} if missing else {})}
+
+
+def _write_results(run, completeness=None):
+    if run.json_path:
+        from . import results
+        devices = {}
+        for r in run.results:
+            devices.setdefault(r["framework"], set()).add(r["device"])
+        env = results.environment(run.frameworks(), {k: sorted(v) for k, v in devices.items()}, run.seed)
+        results.write(run.json_path, run.results, env, completeness)
+    if run.journal is not None:
+        run.journal.close(remove=bool(completeness and completeness["complete"]))
+        run.journal = None
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
@@ -394,3 +479,5 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     terminalreporter.write_line(results.summary_table(run.results))
     if run.json_path:
         terminalreporter.write_line(f"results: {os.path.abspath(run.json_path)}")
+    for line in run.report_errors:
+        terminalreporter.write_line(line, red=True)

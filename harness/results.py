@@ -26,21 +26,86 @@ def environment(frameworks: dict, devices: dict, seed: int, argv=None) -> dict:
     }
 
 
-def document(results: list[dict], env: dict) -> dict:
+def document(results: list[dict], env: dict, completeness: dict | None = None) -> dict:
     key = lambda r: (r["contract"], r["impl"], r["framework"], r["device"], r["check"])
-    return {
+    doc = {
         "schema_version": SCHEMA_VERSION,
         "harness_version": __version__,
         "environment": env,
-        "results": sorted(results, key=key),
     }
+    if completeness is not None:
+        doc.update(completeness)
+    doc["results"] = sorted(results, key=key)
+    return doc
 
 
-def write(path, results: list[dict], env: dict) -> None:
+def write(path, results: list[dict], env: dict, completeness: dict | None = None) -> None:
+    write_atomically(path, json.dumps(document(results, env, completeness), indent=2, sort_keys=False) + "\n")
+
+
+def write_atomically(path, text: str) -> None:
+    """Write to a temporary file beside ``path``, then rename: a reader (or a second run writing the
+    same path) sees the old file or the new one, never half of one."""
+    import os
+    import tempfile
     from pathlib import Path
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(json.dumps(document(results, env), indent=2, sort_keys=False) + "\n")
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, p)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+class Journal:
+    """The run as it happens, in JSON lines beside the results file: first the plan (every check id
+    the run will execute), then each record as soon as it exists, flushed. A run that is killed
+    outright leaves its journal; a run that ends writes the results file from what it holds."""
+
+    def __init__(self, results_path):
+        from pathlib import Path
+        self.path = Path(str(results_path) + ".journal")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.file = open(self.path, "w")
+
+    def _line(self, obj):
+        import os
+        self.file.write(json.dumps(obj, default=str) + "\n")
+        self.file.flush()
+        os.fsync(self.file.fileno())
+
+    def plan(self, nodeids: list[str]):
+        self._line({"plan": sorted(nodeids)})
+
+    def record(self, rec: dict):
+        self._line({"record": rec})
+
+    def close(self, remove: bool):
+        self.file.close()
+        if remove:
+            self.path.unlink(missing_ok=True)
+
+    @staticmethod
+    def read(path) -> tuple[list[str], list[dict]]:
+        plan, records = [], []
+        for line in open(path):
+            try:
+                obj = json.loads(line)
+            except ValueError:  # the last line of a journal whose writer was killed mid-line
+                continue
+            plan = obj.get("plan", plan)
+            if "record" in obj:
+                records.append(obj["record"])
+        return plan, records
 
 
 def merge(docs: list[dict]) -> dict:

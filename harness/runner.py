@@ -190,6 +190,9 @@ def _isolation(ctx, notes: list, timeout: float):
     ctx.session.begin_check(ctx.adapter.name, timeout)
     try:
         yield
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the run ends now, whatever the executor is doing
+        ctx.session.abort()
+        raise
     finally:
         notes += ctx.session.end_check(ctx.adapter.name)
 

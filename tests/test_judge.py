@@ -19,7 +19,11 @@ pytest.importorskip("torch")
 
 ROOT = str(Path(__file__).resolve().parent.parent)
 CHECKS = ("values", "parameters")
-AFTER = {"OffByTwo": "failed", "IMPL": "passed"}
+OFF_BY_TWO = {"values": "failed", "gradients": "failed", "parameters": "passed"}  # wrong numbers, right state
+
+
+def after(check):
+    return {"OffByTwo": OFF_BY_TWO[check], "IMPL": "passed"}
 
 
 def judged(tmp_path, attacker: str, *args, checks=CHECKS, timeout=300):
@@ -48,7 +52,7 @@ def assert_judged(proc, by, attacker_label, outcome, fragment, checks=CHECKS):
         rec = by[(attacker_label, check)]
         assert rec["outcome"] in outcome, (check, rec)
         assert fragment in rec["message"], (check, rec["message"])
-        for impl, want in AFTER.items():
+        for impl, want in after(check).items():
             assert by[(impl, check)]["outcome"] == want, (impl, check, by[(impl, check)])
     assert len(by) == 3 * len(checks), sorted(by)
 
@@ -97,7 +101,7 @@ def test_a_thread_left_running_neither_hangs_the_run_nor_reaches_the_next_target
     # the layer itself computes correctly: its checks pass, with a note about the thread
     assert by[("LeavesThread", "values")]["outcome"] == "passed"
     assert "left thread(s) running" in json.dumps(by[("LeavesThread", "values")]["details"])
-    for impl, want in AFTER.items():
+    for impl, want in after("values").items():
         assert by[(impl, "values")]["outcome"] == want
     assert proc.returncode == 1  # OffByTwo fails
 
@@ -107,7 +111,7 @@ def test_global_state_changed_at_import_is_undone_and_reported(tmp_path):
     rec = by[("tests.hostile.globals_at_import:IMPL", "values")]
     assert rec["outcome"] == "passed", rec
     assert "torch default dtype" in json.dumps(rec["details"]), rec
-    for impl, want in AFTER.items():
+    for impl, want in after("values").items():
         assert by[(impl, "values")]["outcome"] == want
 
 
@@ -120,7 +124,7 @@ def test_raising_its_own_memory_limit_does_not_lift_the_cap(tmp_path):
 def test_fork_in_a_layer_writes_nothing_twice(tmp_path):
     proc, by = judged(tmp_path, "tests.hostile.torch_hostile:Forks")
     assert by[("Forks", "values")]["outcome"] == "passed"
-    for impl, want in AFTER.items():
+    for impl, want in after("values").items():
         assert by[(impl, "values")]["outcome"] == want
     assert proc.stdout.count("layer conformance") == 1, proc.stdout[-3000:]
 

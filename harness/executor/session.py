@@ -123,6 +123,12 @@ class Session:
             self.running = []
         return notes
 
+    def abort(self):
+        """Kill every executor at once (the run is being interrupted)."""
+        for ex in list(self.layer.values()) + list(self.native.values()) + [_reference]:
+            if ex is not None:
+                ex.kill()
+
     def close(self):
         for ex in list(self.layer.values()) + list(self.native.values()):
             ex.close()
