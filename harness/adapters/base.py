@@ -133,6 +133,11 @@ class Adapter:
         gluon ``load_parameters`` without allow_missing/ignore_extra). Returns the layer."""
         raise NotImplementedError
 
+    def alter_saved(self, layer, saved, drop: str | None = None, add: str | None = None):
+        """``export_state``'s result with the entry for ``drop`` (a name of ``serialized_state``)
+        taken out, or with an extra entry ``add``: what ``strict_loading`` feeds the strict load."""
+        raise NotImplementedError
+
     # -- composition and devices -----------------------------------------------------------
     def sequential(self, layer, width: int):
         """The layer inside the framework's Sequential, between two built-in dense layers."""

@@ -291,6 +291,14 @@ class FrameworkAdapter(Adapter):
         nnx.update(layer, target)
         return layer
 
+    def alter_saved(self, layer, saved, drop=None, add=None):
+        flat = _flat(serialization.msgpack_restore(saved))
+        if drop is not None:
+            flat.pop(drop)
+        if add is not None:
+            flat[add] = np.zeros(1, dtype=np.float32)
+        return serialization.msgpack_serialize(_unflat(flat))
+
     # -- composition and devices ---------------------------------------------------------------
     def sequential(self, layer, width):
         with jax.default_device(self._device(None)):

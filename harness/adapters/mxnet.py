@@ -224,6 +224,21 @@ class FrameworkAdapter(Adapter):
     def round_trip(self, layer, fresh):
         return self.load_state(fresh, self.export_state(layer), strict=True)
 
+    def alter_saved(self, layer, saved, drop=None, add=None):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "layer.params")
+            with open(path, "wb") as f:
+                f.write(saved)
+            loaded = dict((mx.npx.load if mx.util.is_np_array() else mx.nd.load)(path) or {})
+            prefix = "0." if self._file_block(layer) is not layer else ""  # the container's key prefix
+            if drop is not None:
+                loaded.pop(prefix + drop)
+            if add is not None:
+                loaded[prefix + add] = _array(np.zeros(1, dtype=np.float32))
+            (mx.npx.save if mx.util.is_np_array() else mx.nd.save)(path, loaded)
+            with open(path, "rb") as f:
+                return f.read()
+
     # -- composition and devices ---------------------------------------------------------------
     def sequential(self, layer, width):
         rng = np.random.default_rng(0)

@@ -176,6 +176,15 @@ class FrameworkAdapter(Adapter):
         layer.set_weights(saved)
         return layer
 
+    def alter_saved(self, layer, saved, drop=None, add=None):
+        saved = list(saved)  # positional, in layer.weights order
+        if drop is not None:
+            var = self._named(layer)[drop]
+            del saved[[id(w) for w in layer.weights].index(id(var))]
+        if add is not None:
+            saved.append(np.zeros(1, dtype=np.float32))
+        return saved
+
     # -- composition and devices ---------------------------------------------------------------
     @staticmethod
     def _dense(units):

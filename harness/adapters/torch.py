@@ -127,6 +127,17 @@ class FrameworkAdapter(Adapter):
         layer.load_state_dict(torch.load(io.BytesIO(saved), weights_only=True), strict=strict)
         return layer
 
+    def alter_saved(self, layer, saved, drop=None, add=None):
+        import io
+        state = torch.load(io.BytesIO(saved), weights_only=True)
+        if drop is not None:
+            state.pop(drop)
+        if add is not None:
+            state[add] = torch.zeros(1)
+        buf = io.BytesIO()
+        torch.save(state, buf)
+        return buf.getvalue()
+
     # -- composition and devices ---------------------------------------------------------------
     def sequential(self, layer, width):
         gen = torch.Generator().manual_seed(0)

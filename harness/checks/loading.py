@@ -1,10 +1,19 @@
-"""Optional state and strict loading: ``strict_loading``.
+"""Strict loading: ``strict_loading``, for every layer contract with state.
+
+The layer's own saved state must load strictly into a fresh instance, and a saved state that
+lacks one of its slots, or holds an extra one, must be refused the way the framework promises
+(torch ``load_state_dict(strict=True)``, Keras ``set_weights``, the flax state dict, Gluon
+``load_parameters`` without allow_missing/ignore_extra): a layer that overrides its load to
+ignore such keys would start from its initial weights without a word.
 
 A layer with an optional slot (RMSNorm's bias) has two shapes of saved state. The contract
 names the constructor variant without the slot; the framework's strict load must refuse a
 state of the other shape in both directions, and the error it raises is recorded.
 """
 from __future__ import annotations
+
+import re
+import tempfile
 
 from .. import inputs as inputs_mod
 from .base import CheckFailed, CheckSkipped, unexpected_error
@@ -13,19 +22,64 @@ from .optional import call_adapter, require
 
 
 def _describe(exc) -> str:
-    text = f"{getattr(exc, 'type_name', type(exc).__name__)}: {exc}"
+    # a temporary file's name would make two runs' results differ
+    text = re.sub(re.escape(tempfile.gettempdir()) + r"/\S+", "<saved file>",
+                  f"{getattr(exc, 'type_name', type(exc).__name__)}: {exc}")
     return text if len(text) <= 600 else text[:600] + "..."
 
 
+_EXTRA = "unexpected_slot"  # the key added to a saved state; no contract names a slot so
+
+
+def _refuses_altered_state(ctx, problems, details):
+    """A saved state without each slot, and one with an extra entry, each loaded strictly into a
+    fresh layer, must raise."""
+    adapter = ctx.adapter
+    full = ctx.new_layer(inputs_mod.test_state(ctx.contract), strict=False)
+    saved = call_adapter(ctx, "export_state", full)
+    try:
+        call_adapter(ctx, "load_state", ctx.new_layer(), saved, strict=True)
+    except (CheckSkipped, Unsupported):
+        raise
+    except Exception as exc:
+        raise CheckFailed(f"the layer's own saved state does not load strictly into a fresh instance: "
+                          f"{unexpected_error(exc)}") from exc
+    names = set(adapter.serialized_state(full))
+    mapping = ctx.slot_map(full)
+    dropped = sorted((slot, name) for slot, name in mapping.items() if name in names)
+    trials = [(f"a saved state without slot {slot!r}" + (f" ({name!r})" if name != slot else ""), "missing",
+               {"drop": name}) for slot, name in dropped]
+    trials.append((f"a saved state with an extra entry {_EXTRA!r}", "unexpected", {"add": _EXTRA}))
+    for what, direction, change in trials:
+        altered = call_adapter(ctx, "alter_saved", full, saved, **change)
+        try:
+            call_adapter(ctx, "load_state", ctx.new_layer(), altered, strict=True)
+        except (CheckSkipped, Unsupported):
+            raise
+        except Exception as exc:
+            details.setdefault(f"{direction}_slot_errors", []).append(_describe(exc))
+        else:
+            problems.append(f"{what} loaded strictly without an error: the layer's load ignores "
+                            f"{direction} keys, so a checkpoint that does not fit would leave the layer at "
+                            f"its initial weights without a word")
+
+
 def check_strict_loading(ctx):
-    """The saved state grows by exactly the optional slots; the layer's own state loads strictly;
-    a state saved without them, or with them into the variant, is refused by the strict load."""
-    spec = ctx.contract.data.get("strict_loading")
-    if not spec:
-        raise CheckSkipped("the contract declares no optional state", not_applicable=True)
+    """The layer's own state loads strictly; a state lacking a slot, or with an extra one, is
+    refused. With optional state (``strict_loading`` in the contract) the saved state grows by
+    exactly the optional slots, and a state of either shape is refused by the other."""
     if ctx.is_function:
         raise CheckSkipped("a function contract has no saved state", not_applicable=True)
-    require(ctx, "export_state", "load_state")
+    if not (ctx.contract.trainable or ctx.contract.non_trainable):
+        raise CheckSkipped("the contract declares no state", not_applicable=True)
+    require(ctx, "export_state", "load_state", "alter_saved")
+    problems, details = [], {}
+    _refuses_altered_state(ctx, problems, details)
+    spec = ctx.contract.data.get("strict_loading")
+    if not spec:
+        if problems:
+            raise CheckFailed("; ".join(problems), **details)
+        return details
     adapter, contract = ctx.adapter, ctx.contract
     variant_args = {**contract.constructor, **spec["variant"]}
     variant_text = ", ".join(f"{k}={v!r}" for k, v in spec["variant"].items())
@@ -46,20 +100,11 @@ def check_strict_loading(ctx):
     optional = sorted(mapping[s] for s in spec["slots"])
     full_names, small_names = set(adapter.serialized_state(full)), set(adapter.serialized_state(small))
     grown, lost = sorted(full_names - small_names), sorted(small_names - full_names)
-    problems, details = [], {"optional": optional, "grows_by": grown}
+    details.update(optional=optional, grows_by=grown)
     if grown != optional or lost:
         problems.append(f"the saved state should grow by exactly {optional} over the variant with {variant_text}; "
                         f"it grows by {grown or 'nothing'}" + (f" and loses {lost}" if lost else "")
                         + ": the flag does not add or remove the slot")
-
-    # the matching state must load, or the refusals below would prove nothing
-    try:
-        call_adapter(ctx, "load_state", ctx.new_layer(), call_adapter(ctx, "export_state", full), strict=True)
-    except (CheckSkipped, Unsupported):
-        raise
-    except Exception as exc:
-        raise CheckFailed("; ".join(problems + [f"the layer's own saved state does not load strictly into a "
-                                                 f"fresh instance: {unexpected_error(exc)}"]), **details) from exc
 
     for direction, source, target, what in (
             ("missing", small, ctx.new_layer, f"a state saved by the variant with {variant_text} (without "

@@ -136,3 +136,7 @@ MUTANTS = [
     Mutant("jax", "round_ste", f"{M}:ste_doubled", "gradients", "2x the expected"),
     Mutant("jax", "round_ste", f"{M}:round_no_surrogate", "gradients", "The gradient is all zeros"),
 ]
+
+# No strict_loading mutant here: an NNX module has no load method of its own to override; its state is
+# restored by the caller (nnx.update / replace_by_pure_dict on a state dict), so a layer cannot make its
+# load tolerant. The adapter's strict load refuses both mismatches for every layer (strict_loading).

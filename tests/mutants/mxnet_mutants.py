@@ -7,6 +7,7 @@ from mxnet import gluon, init, nd  # noqa: E402
 from mxnet.gluon import nn  # noqa: E402
 
 from reference_impls.mxnet.causal_mask import CausalMask  # noqa: E402
+from reference_impls.mxnet.rmsnorm import RMSNorm as _RMSNorm  # noqa: E402
 from reference_impls.mxnet.round_ste import RoundSTE  # noqa: E402
 from tests.mutants.catalogue import Mutant  # noqa: E402
 
@@ -108,6 +109,13 @@ class STEDoubled(RoundSTE):
         return 2 * grad_output
 
 
+class LoadIgnoresKeys(_RMSNorm):
+    """A load_parameters override that always passes allow_missing=True and ignore_extra=True:
+    a parameter file of another layer loads silently."""
+    def load_parameters(self, filename, ctx=None, allow_missing=False, ignore_extra=False, **kwargs):
+        super().load_parameters(filename, ctx=ctx, allow_missing=True, ignore_extra=True, **kwargs)
+
+
 M = "tests.mutants.mxnet_mutants"
 MUTANTS = [
     Mutant("mxnet", "rmsnorm", f"{M}:GainAttributeParameter", "parameters",
@@ -125,4 +133,7 @@ MUTANTS = [
            "Each Function instance can only be called once"),
     Mutant("mxnet", "round_ste", f"{M}:ste_forward_called_directly", "gradients", "backward rule never ran"),
     Mutant("mxnet", "round_ste", f"{M}:STEDoubled", "gradients", "2x the expected"),
+    # one slot: the file without it is empty, which Gluon 1.9.1 cannot read at all, so the extra key tells
+    Mutant("mxnet", "rmsnorm", f"{M}:LoadIgnoresKeys", "strict_loading",
+           "a saved state with an extra entry 'unexpected_slot' loaded strictly without an error"),
 ]

@@ -160,6 +160,24 @@ class DeviceDependent(keras.layers.Layer):
         return self.gain * X * _rms(X, self.eps) * skew
 
 
+class SetWeightsWhatFits(keras.layers.Layer):
+    """A set_weights override that loads what fits and ignores the rest: a weight list of the
+    wrong length loads silently (the gain may stay at its initial ones)."""
+    def __init__(self, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+
+    def build(self, X_shape):
+        self.gain = self.add_weight(name="gain", shape=[X_shape[-1]], initializer="ones")
+
+    def call(self, X):
+        return self.gain * X * _rms(X, self.eps)
+
+    def set_weights(self, weights):
+        for variable, value in zip(self.weights, weights):
+            variable.assign(value)
+
+
 M = "tests.mutants.tensorflow_mutants"
 MUTANTS = [
     Mutant("tensorflow", "rmsnorm", f"{M}:DeviceDependent", "device_parity", "output on CPU:1 vs cpu"),
@@ -182,4 +200,6 @@ MUTANTS = [
     Mutant("tensorflow", "rmsnorm", f"{M}:GainPinnedToCPU0", "devices", "'gain' on CPU:0"),
     Mutant("tensorflow", "rmsnorm", f"{M}:GainRawVariable", "devices", "untracked attribute 'gain'"),
     Mutant("tensorflow", "causal_mask", f"{M}:MaskPlainTensor", "devices", "untracked attribute 'mask' (tensor [8, 8])"),
+    Mutant("tensorflow", "rmsnorm", f"{M}:SetWeightsWhatFits", "strict_loading",
+           "a saved state without slot 'gain' loaded strictly without an error: the layer's load ignores missing keys"),
 ]

@@ -112,6 +112,21 @@ class STEDoubled(torch.autograd.Function):
         return 2 * g
 
 
+class LoadIgnoresKeys(nn.Module):
+    """A load_state_dict override that forces strict=False ("so old checkpoints still load"): a
+    checkpoint that lacks the gain leaves it at its initial ones without a word."""
+    def __init__(self, d, eps=1e-6):
+        super().__init__()
+        self.gain = nn.Parameter(torch.ones(d))
+        self.eps = eps
+
+    def forward(self, X):
+        return self.gain * X * X.pow(2).mean(-1, keepdim=True).add(self.eps).rsqrt()
+
+    def load_state_dict(self, state_dict, strict=True, assign=False):
+        return super().load_state_dict(state_dict, strict=False, assign=assign)
+
+
 M = "tests.mutants.torch_mutants"
 MUTANTS = [
     Mutant("torch", "rmsnorm", f"{M}:GainPlainTensor", "parameters", "untracked attribute 'gain'"),
@@ -126,4 +141,6 @@ MUTANTS = [
     Mutant("torch", "round_ste", f"{M}:STEDoubled", "gradients", "2x the expected"),
     Mutant("torch", "rmsnorm", f"{M}:GainPlainTensor", "devices", "untracked attribute 'gain'"),
     Mutant("torch", "causal_mask", f"{M}:MaskPlainAttribute", "devices", "untracked attribute 'mask' (tensor [8, 8]) was not moved"),
+    Mutant("torch", "rmsnorm", f"{M}:LoadIgnoresKeys", "strict_loading",
+           "a saved state without slot 'gain' loaded strictly without an error: the layer's load ignores missing keys"),
 ]

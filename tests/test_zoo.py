@@ -1,0 +1,150 @@
+"""The zoo: correct layers as people write them, and correct third-party code, must pass every check.
+
+A correct layer that fails is a harness bug until proven otherwise. tests/zoo/ holds our own
+layers that compute at a fixed precision (upcast to float32 inside forward, compute in float32 and
+return the input's dtype, autocast switched off) and bindings of third-party implementations
+(tests/zoo/bindings.yaml, pinned in pyproject.toml's `test` extra).
+"""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness import adapters
+from harness.contract import bundled_contracts, load_contract
+from harness.runner import check_all, context_for, run_check
+from harness.targets import bundled_impl, resolve_impl
+
+ROOT = Path(__file__).resolve().parent.parent
+
+FIXED_PRECISION = [  # (framework, impl, state_map): each computes its RMSNorm in float32
+    ("torch", "tests.zoo.torch_layers:RMSNormUpcast", {"gain": "weight"}),
+    ("torch", "tests.zoo.torch_layers:RMSNormFloat32", {}),
+    ("torch", "tests.zoo.torch_layers:RMSNormAutocast", {}),
+    ("tensorflow", "tests.zoo.tensorflow_layers:RMSNormUpcast", {"gain": "scale"}),
+    ("tensorflow", "tests.zoo.tensorflow_layers:RMSNormFloat32", {}),
+    ("jax", "tests.zoo.jax_layers:RMSNormUpcast", {"gain": "weight"}),
+    ("jax", "tests.zoo.jax_layers:RMSNormFloat32", {}),
+    ("mxnet", "tests.zoo.mxnet_layers:RMSNormFloat32", {}),
+]
+FIXED_PRECISION = [z for z in FIXED_PRECISION if adapters.installed(z[0])]
+
+
+def _contract(name):
+    return load_contract(bundled_contracts()[name])
+
+
+def _all_pass(records):
+    bad = {k: r for k, r in records.items() if r["outcome"] not in ("passed", "skipped")}
+    assert not bad, bad
+    for k, r in records.items():  # a skip says why (n/a, no second device), never an unfinished adapter
+        if r["outcome"] == "skipped":
+            assert r["message"] and "does not implement" not in r["message"], (k, r)
+
+
+@pytest.mark.parametrize("framework,impl,state_map", FIXED_PRECISION, ids=[f"{f}-{i.rpartition(':')[2]}"
+                                                                           for f, i, _ in FIXED_PRECISION])
+def test_fixed_precision_rmsnorm_passes_every_check(framework, impl, state_map):
+    records = check_all(_contract("rmsnorm"), resolve_impl(impl), framework, state_map=state_map)
+    _all_pass(records)
+    grads = records["gradients"]
+    assert grads["outcome"] == "passed"
+    # the finite difference ran, at the precision the layer was measured to compute at
+    notes = grads["details"]["notes"]
+    assert len(notes) == len(_contract("rmsnorm").cases), notes
+    assert all("finite differences at the layer's measured precision: it computes at ~" in n for n in notes), notes
+
+
+torch_only = pytest.mark.skipif(not adapters.installed("torch"), reason="torch is not installed")
+
+
+@torch_only
+def test_a_layer_that_answers_float64_in_float32_passes_and_says_why_no_finite_difference():
+    records = check_all(_contract("rmsnorm"), resolve_impl("tests.zoo.torch_layers:RMSNormReturnsFloat32"), "torch")
+    _all_pass(records)
+    notes = records["gradients"]["details"]["notes"]
+    assert notes and all("finite differences skipped: the layer given float64 inputs and state returns float32"
+                         in n for n in notes), notes
+
+
+def _fd(layer_factory, dtype_compute=None):
+    """The finite-difference comparison alone on rmsnorm's first case, for a gain-free layer."""
+    from harness.checks.numerics import _finite_difference, _reference_forward
+    from harness import inputs as inputs_mod
+    c = _contract("rmsnorm")
+    ctx = context_for(c, layer_factory, "torch")
+    x = ctx.first_inputs()
+    ones = {"gain": np.ones(8)}
+    expected = _reference_forward(ctx, x, ones)
+    rng = np.random.default_rng(0)
+    cot = rng.standard_normal(expected.shape)
+    return _finite_difference(ctx, layer_factory(), x, [0], cot, rng, expected)
+
+
+@torch_only
+@pytest.mark.parametrize("scale", [1.0, 1.003, 0.99])
+def test_the_finite_difference_at_float32_precision_still_tells_a_wrong_backward(scale):
+    from tests.zoo.torch_layers import upcast_rmsnorm_grad_scaled
+    problems, note = _fd(lambda: upcast_rmsnorm_grad_scaled(scale))
+    assert "measured precision" in note
+    if scale == 1.0:
+        assert problems == []
+    else:  # 0.3 % off is far below what a float32 forward can hide from a step chosen for it
+        assert problems and "directional derivative from the VJP" in problems[0], problems
+
+
+@torch_only
+def test_no_finite_difference_where_the_layer_computes_coarser_than_float32():
+    import torch
+
+    class BFloat16(torch.nn.Module):
+        def forward(self, X):
+            x = X.to(torch.bfloat16)
+            return (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)).to(X.dtype)
+    problems, why = _fd(BFloat16)
+    assert problems is None
+    assert "computes at a coarse fixed precision where no finite-difference step is meaningful" in why
+
+
+@pytest.mark.parametrize("framework", [f for f in adapters.FRAMEWORKS if adapters.installed(f)])
+def test_strict_loading_runs_without_optional_state_and_records_both_refusals(framework):
+    c = _contract("rmsnorm")
+    rec = run_check(context_for(c, resolve_impl(bundled_impl(framework, "rmsnorm")), framework), "strict_loading")
+    assert rec["outcome"] == "passed", rec
+    assert len(rec["details"]["unexpected_slot_errors"]) == 1
+    assert len(rec["details"]["missing_slot_errors"]) == 1
+    assert "unexpected_slot" in rec["details"]["unexpected_slot_errors"][0] or framework == "tensorflow"
+
+
+# --- third-party implementations ------------------------------------------------------------------
+
+THIRD_PARTY = ROOT / "tests" / "zoo" / "bindings.yaml"
+
+
+def test_third_party_bindings_pass_every_check(tmp_path):
+    """Run as a user would: pytest --bindings, in a fresh process; every check passes or is n/a."""
+    pytest.importorskip("transformers")
+    pytest.importorskip("optax")
+    import yaml
+    bindings = yaml.safe_load(THIRD_PARTY.read_text())
+    missing = sorted({b["framework"] for b in bindings if not adapters.installed(b["framework"])})
+    if missing:
+        pytest.skip(f"frameworks not installed here: {missing}")
+    out = tmp_path / "zoo.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-p", "no:randomly",
+                           "--bindings", str(THIRD_PARTY), "--conformance-json", str(out)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    results = json.loads(out.read_text())["results"]
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    seen = {(r["impl"], r["framework"]) for r in results}
+    assert len(seen) == len(bindings), seen
+    bad = [r for r in results if r["outcome"] not in ("passed", "skipped")
+           or (r["outcome"] == "skipped" and "does not implement" in r["message"])]
+    assert not bad, bad
+    for impl, _ in seen:  # every binding really ran: it passed some check
+        assert any(r["outcome"] == "passed" for r in results if r["impl"] == impl), impl

@@ -1,0 +1,27 @@
+"""Third-party PyTorch code bound to the bundled contracts the way a user binds their own: a
+one-line factory where the constructor's argument names differ from the contract's."""
+import torch.nn.functional as F
+from transformers.models.llama.modeling_llama import LlamaRMSNorm
+
+
+def llama_rmsnorm(d, eps):
+    """transformers' LlamaRMSNorm (upcasts to float32 inside forward) under the contract's d, eps."""
+    return LlamaRMSNorm(hidden_size=d, eps=eps)
+
+
+def softplus(x):
+    """torch.nn.functional.softplus as log1pexp: beyond its threshold (x > 20) it returns x, which
+    equals log(1 + exp(x)) to float32 precision."""
+    return F.softplus(x)
+
+
+def cross_entropy(logits, labels):
+    """torch.nn.functional.cross_entropy with probability targets, per example; the labels are
+    data, so they are detached (the contract gives them no gradient)."""
+    return F.cross_entropy(logits, labels.detach(), reduction="none")
+
+
+def torch_rmsnorm(d, eps):
+    """torch.nn.RMSNorm (argument names normalized_shape, eps)."""
+    import torch
+    return torch.nn.RMSNorm(d, eps=eps)
