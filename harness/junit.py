@@ -15,6 +15,8 @@ from .nodeids import parse as parse_nodeid
 
 def junit_names(nodeid: str, prefix: str | None = None) -> tuple[str, str] | None:
     """(classname, name) of a conformance check's node id, else None (the user's own tests keep pytest's)."""
+    if nodeid.endswith("]") and nodeid.count("]") > nodeid.count("["):
+        nodeid = nodeid[:-1]   # an id already passed through pytest's NodeId (params taken from the first "[")
     path, sep, rest = nodeid.partition("::")
     if not sep or not path.endswith((".yaml", ".yml")) or parse_nodeid(nodeid) is None:
         return None
