@@ -4,12 +4,13 @@ import json
 import textwrap
 
 import pytest
-from junitparser import Error, Failure, JUnitXml, Skipped
 
 from harness.contract import find_contract
 from harness.junit import junit_names
 from tests.test_plugin import USER_LAYER, pytest_run
 
+junitparser = pytest.importorskip("junitparser", reason="junitparser is not installed (pip install -e .[test])")
+Error, Failure, JUnitXml, Skipped = junitparser.Error, junitparser.Failure, junitparser.JUnitXml, junitparser.Skipped
 requires_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch")
 
 BUGGY = textwrap.dedent("""\
