@@ -68,6 +68,31 @@ def _opt(config, name, ini):
     return value
 
 
+def _arg_paths(config) -> list[Path]:
+    """The collection arguments as resolved paths (``tests/test_x.py::test_a[1]`` -> tests/test_x.py)."""
+    base = config.invocation_params.dir
+    return [(base / str(a).split("::", 1)[0]).resolve() for a in config.args]
+
+
+def _covers(paths, target: Path) -> bool:
+    return any(p == target or p in target.parents for p in paths)
+
+
+def _markexpr_selects_conformance(config) -> bool:
+    """Whether ``-m`` can select an item that carries only the conformance markers."""
+    expr = config.getoption("markexpr", "")
+    if not expr:
+        return True
+    try:
+        # pytest's own -m evaluation (no public API for it); on any change there, plan as usual
+        from _pytest.mark import MarkMatcher
+        from _pytest.mark.expression import Expression
+        marks = [pytest.mark.conformance.mark, pytest.mark.xdist_group.mark]
+        return bool(Expression.compile(expr).evaluate(MarkMatcher.from_markers(marks)))
+    except Exception:
+        return True
+
+
 class ConformanceRun:
     """Per-process state of the plugin (one per pytest config)."""
 
@@ -92,7 +117,21 @@ class ConformanceRun:
         explicit = bool(contracts or impl or bindings or frameworks or self.json_path
                         or config.getoption("check") or config.getoption("device"))
         files_given = config.args_source == pytest.Config.ArgsSource.ARGS
-        self.active = bool(impl or bindings) or (not files_given and (explicit or config.getini("conformance_default_run")))
+        from_command_line = bool(config.getoption("impl") or config.getoption("bindings"))
+        if from_command_line:
+            wanted = True                        # asked for on the command line: always
+        elif impl or bindings:
+            # set in the project's ini: part of a whole-project run (no file arguments, or the rootdir
+            # among them), not of `pytest tests/test_x.py` or an IDE running one test
+            wanted = not files_given or _covers(_arg_paths(config), config.rootpath)
+        else:
+            wanted = not files_given and (explicit or config.getini("conformance_default_run"))
+        # `-m "not conformance"` (or any expression no conformance item can satisfy): nothing is planned,
+        # so no implementation is imported and no framework loaded
+        self.active = wanted and _markexpr_selects_conformance(config)
+        # a conformance run alone (the fast path: only contract files are collected) unless the user's
+        # own tests are part of this run too
+        self.alone = not files_given and (from_command_line or not (impl or bindings))
         self.targets = []
         self.results: list[dict] = []
         self._session = None
@@ -128,13 +167,16 @@ class ConformanceRun:
                 broken.append(str(exc))
         if broken:
             pytest.exit("\n".join(broken), returncode=EXIT_CONTRACT_ERROR)
-        # conformance items only. The contracts' directories are the collection arguments and
-        # pytest_ignore_collect passes only the contract files: given files as arguments, pytest
-        # re-collects a file's whole directory once per file argument (quadratic in contracts).
+        # The contracts' directories become collection arguments and pytest_ignore_collect passes only the
+        # contract files inside them: given files as arguments, pytest re-collects a file's whole directory
+        # once per file argument (quadratic in contracts). pytest collects a path reached twice once.
         self.path_set = set(self.paths)
         self.ancestors = {str(a) for p in self.paths for a in Path(p).parents}
         dirs = sorted({str(Path(p).parent) for p in self.paths})
-        config.args[:] = [d for d in dirs if not any(str(a) in dirs for a in Path(d).parents)]
+        self.contract_dirs = [Path(d) for d in dirs if not any(str(a) in dirs for a in Path(d).parents)]
+        # the user's own collection arguments (files, directories, testpaths), collected as usual
+        self.user_paths = [] if self.alone else _arg_paths(config)
+        config.args[:] = ([] if self.alone else list(config.args)) + [str(d) for d in self.contract_dirs]
 
     @property
     def session(self):
@@ -167,6 +209,8 @@ _RUN_KEY = pytest.StashKey[ConformanceRun]()
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "conformance: a layer conformance check")
+    from .junit import JunitNames
+    config.pluginmanager.register(JunitNames(config), "layer-conformance-junit")
     run = ConformanceRun(config)
     config.stash[_RUN_KEY] = run
     if run.active and not _is_worker(config):
@@ -217,13 +261,19 @@ def pytest_ignore_collect(collection_path, config):
     path = str(collection_path)
     if path in run.path_set or path in run.ancestors:
         return None
-    path = str(collection_path.resolve())
-    return None if path in run.path_set or path in run.ancestors else True
+    resolved = collection_path.resolve()
+    if str(resolved) in run.path_set or str(resolved) in run.ancestors:
+        return None
+    # the user's own tests are collected as pytest would without this plugin
+    if run.user_paths and (_covers(run.user_paths, resolved) or any(resolved in u.parents for u in run.user_paths)):
+        return None
+    # anything else is reached only through a contract directory added for the contract files in it
+    return True if run.alone or _covers(run.contract_dirs, resolved) else None
 
 
 def pytest_collect_file(file_path, parent):
     run = parent.config.stash.get(_RUN_KEY, None)
-    if run and run.active and str(file_path.resolve()) in run.paths:
+    if run and run.active and str(file_path.resolve()) in run.path_set:
         return ContractFile.from_parent(parent, path=file_path)
     return None
 

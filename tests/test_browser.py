@@ -1,5 +1,6 @@
 """The HTML report in a real headless Chromium: it renders, a cell opens its details, filters (and the
 URL fragment) change what is shown, and hostile text from a layer stays text."""
+import json
 import os
 import re
 import shutil
@@ -9,7 +10,9 @@ import pytest
 
 from harness.gate import compare
 from harness.report import write_html
-from tests.test_report import HOSTILE, SCRIPT_BREAK, sample_baseline, sample_doc
+from harness.report import build_data
+from harness.report.html import cell_lines
+from tests.test_report import HOSTILE, SCRIPT_BREAK, buggy_doc, sample_baseline, sample_doc
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -77,7 +80,8 @@ def test_a_cell_opens_its_checks(browser, report):
     details = browser.find_element(By.ID, "details")
     assert not details.is_displayed()
     cell = _cell(browser, "centered", "torch", "cpu")
-    assert cell.text.startswith("! ERROR 1/5")     # readable without colour: symbol, word, passed/total
+    # readable without colour: symbol and word, then every count by name
+    assert cell.text.split("\n")[:2] == ["! ERROR", "1 error \u00b7 2 failed \u00b7 1 xfail \u00b7 1 passed"]
     cell.click()
     assert details.is_displayed()
     rows = {r.get_attribute("data-check"): r for r in details.find_elements(By.CSS_SELECTOR, "tr.check-row")}
@@ -110,7 +114,7 @@ def test_filters_change_the_matrix_and_live_in_the_fragment(browser, report):
     # a linked view: only failures and errors, the torch/cpu cell open
     _open(browser, report, "#outcome=failed,error&device=cpu")
     cells = _cells(browser)
-    assert len(cells) == 1 and cells[0].text.startswith("! ERROR 0/3")
+    assert len(cells) == 1 and cells[0].text.split("\n")[:2] == ["! ERROR", "1 error \u00b7 2 failed"]
     assert not browser.find_element(By.ID, "f-status-passed").is_selected()
     assert browser.find_element(By.ID, "f-status-failed").is_selected()
     assert Select(browser.find_element(By.ID, "f-device")).first_selected_option.text == "cpu"
@@ -141,3 +145,27 @@ def test_the_baseline_diff_is_shown(browser, report):
     text = browser.find_element(By.ID, "baseline").text
     assert "2 newly failing, 0 newly passing, 2 unchanged failing" in text and "3 regression(s)" in text
     assert "no longer run" in text and "composition" in text
+
+
+def test_cells_read_as_counts_by_name(browser, report, tmp_path):
+    """The issue's cell (7 failed, 1 passed, 6 skipped, once drawn "FAIL 1/8") and every cell of the sample
+    report read exactly as html.cell_lines says, in the page as drawn by its script."""
+    from selenium.webdriver.common.by import By
+    buggy = write_html(tmp_path / "buggy.html", buggy_doc())
+    _open(browser, buggy)
+    (cell,) = _cells(browser)
+    assert cell.text.split("\n") == ["\u2717 FAIL", "7 failed \u00b7 1 passed \u00b7 6 skipped"]
+    # with the failures hidden by a filter the cell counts what it shows
+    browser.find_element(By.ID, "f-status-failed").click()
+    assert _cells(browser)[0].text.split("\n") == ["\u2713 pass", "1 passed \u00b7 6 skipped"]
+
+    doc, base = sample_doc(), sample_baseline()
+    data = build_data(doc, compare(base["results"], doc["results"]))
+    _open(browser, report)
+    drawn = {c.get_attribute("data-key"): c.text.split("\n") for c in _cells(browser)}
+    assert len(drawn) == 4
+    for key, lines in drawn.items():
+        contract, row, framework, device = json.loads(key)
+        mine = [c for c in data["checks"] if (c["contract"], c["row"], c["framework"], c["device"])
+                == (contract, row, framework, device)]
+        assert lines == cell_lines(mine), key

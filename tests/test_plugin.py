@@ -144,8 +144,9 @@ def test_junit_xml_stays_xunit2(tmp_path):
     assert len(cases) >= 8
     # xunit2 allows no <properties> inside a testcase
     assert not [c for c in cases if c.find("properties") is not None]
-    names = " ".join(c.get("name") for c in cases)
-    assert "rmsnorm[torch-cpu]::values" in names and "rmsnorm[torch-cpu]::serialization" in names
+    names = {(c.get("classname"), c.get("name")) for c in cases}
+    assert ("specs.rmsnorm.rmsnorm[torch-cpu]", "values") in names   # no stray bracket (tests/test_junit.py)
+    assert ("specs.rmsnorm.rmsnorm[torch-cpu]", "serialization") in names
 
 
 @requires_torch

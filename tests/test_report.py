@@ -173,3 +173,43 @@ def test_an_absent_device_is_marked_unavailable_not_failed():
     by_device = {c["device"]: c for c in data["checks"]}
     assert by_device["cuda"]["unavailable"] is True and by_device["cuda"]["status"] == "skipped"
     assert by_device["cpu"]["unavailable"] is False
+
+
+def _cells(data):
+    cells = {}
+    for c in data["checks"]:
+        cells.setdefault((c["contract"], c["row"], c["framework"], c["device"]), []).append(c)
+    return cells
+
+
+BUGGY_CHECKS = ["parameters", "buffers", "composition", "serialization", "devices", "device_parity", "values",
+                "native", "gradients", "strict_loading", "modes", "properties", "forward_mode", "second_order"]
+
+
+def buggy_doc():
+    """The issue's cell: 7 failed, 1 passed, 6 skipped (read as "FAIL 1/8" before)."""
+    outcomes = ["failed"] * 7 + ["passed"] + ["skipped"] * 6
+    recs = [_rec("rmsnorm", "mypkg.layers:BuggyRMSNorm", "torch", check, outcome, f"{check} is wrong")
+            for check, outcome in zip(BUGGY_CHECKS, outcomes)]
+    return results.document(recs, results.environment({"torch": "2.13.0"}, {"torch": ["cpu"]}, 0))
+
+
+def test_a_cell_names_its_failed_and_passed_counts():
+    from harness.report.html import cell_lines
+    (cell,) = _cells(build_data(buggy_doc())).values()
+    assert cell_lines(cell) == ["\u2717 FAIL", "7 failed \u00b7 1 passed \u00b7 6 skipped"]
+    doc, base = sample_doc(), sample_baseline()
+    cells = _cells(build_data(doc, compare(base["results"], doc["results"])))
+    assert cell_lines(cells[("centered", "mypkg.layers:Centered", "torch", "cpu")]) == \
+        ["! ERROR", "1 error \u00b7 2 failed \u00b7 1 xfail \u00b7 1 passed", "\u25b2 regression"]
+    assert cell_lines(cells[("rmsnorm", "reference", "jax", "cpu")]) == ["\u2713 pass", "3 passed \u00b7 1 n/a"]
+    assert cell_lines(cells[("centered", "mypkg.layers:Centered", "torch", "cuda")]) == \
+        ["\u2205 unavailable", "no such device here"]
+    two_errors = [dict(c, status="error") for c in cells[("rmsnorm", "reference", "jax", "cpu")][:2]]
+    assert cell_lines(two_errors)[1] == "2 errors"
+
+
+def test_the_page_draws_cells_with_the_same_words():
+    from harness.report.html import COUNT_WORDS, LOOK
+    data = embedded(render_html(buggy_doc()))
+    assert data["look"] == LOOK and data["count_words"] == COUNT_WORDS

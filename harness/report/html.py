@@ -14,6 +14,14 @@ import shlex
 from pathlib import Path
 
 STATUS_ORDER = ("error", "failed", "xpass", "xfail", "passed", "skipped", "n/a")
+# a cell's verdict: a symbol and a word, so it reads without colour
+LOOK = {"passed": ["\u2713", "pass"], "failed": ["\u2717", "FAIL"], "error": ["!", "ERROR"],
+        "xfail": ["\u2717", "xfail"], "xpass": ["\u2713", "xpass"], "skipped": ["\u2013", "skip"],
+        "n/a": ["\u00b7", "n/a"]}
+# its counts: "7 failed · 1 passed · 6 skipped", every status by name (a bare "1/8" read as one failure)
+COUNT_WORDS = {"error": ["error", "errors"], "failed": ["failed", "failed"], "xpass": ["xpass", "xpass"],
+               "xfail": ["xfail", "xfail"], "passed": ["passed", "passed"], "skipped": ["skipped", "skipped"],
+               "n/a": ["n/a", "n/a"]}
 _BUNDLED_IMPL = re.compile(r"^reference_impls\.\w+\.\w+:IMPL$")
 _TOLERANCE_IN_MESSAGE = re.compile(r"allowed rtol=([^,;\s]+), atol=([^,;\s)]+)")
 
@@ -27,6 +35,27 @@ def status_of(r: dict) -> str:
     if r.get("outcome") == "skipped" and r.get("not_applicable"):
         return "n/a"
     return r.get("outcome", "error")
+
+
+def cell_lines(checks: list[dict]) -> list[str]:
+    """The text of one matrix cell, line by line, from its checks (entries of ``build_data``'s ``checks``).
+
+    The page's script draws the same lines (it re-counts when filters hide checks); the browser test
+    holds the two to each other.
+    """
+    statuses = [c["status"] for c in checks]
+    if checks and all(c.get("unavailable") for c in checks):
+        return ["\u2205 unavailable", "no such device here"]   # a device not present here, not a failure
+    worst = next((s for s in STATUS_ORDER if s in statuses), "n/a")
+    counts = []
+    for s in STATUS_ORDER:
+        n = statuses.count(s)
+        if n:
+            counts.append(f"{n} {COUNT_WORDS[s][0 if n == 1 else 1]}")
+    lines = [" ".join(LOOK[worst]), " \u00b7 ".join(counts)]
+    if any(c.get("change") == "newly_failing" for c in checks):
+        lines.append("\u25b2 regression")
+    return lines
 
 
 def row_label(r: dict) -> str:
@@ -115,6 +144,7 @@ def build_data(doc: dict, comparison=None, baseline_name: str | None = None, tit
         "title": title or "Layer conformance report",
         "harness_version": doc.get("harness_version"), "schema_version": doc.get("schema_version"),
         "environment": env, "check_order": list(CHECKS), "status_order": list(STATUS_ORDER),
+        "look": LOOK, "count_words": COUNT_WORDS,
         "checks": checks, "baseline": baseline,
     })
 
