@@ -356,9 +356,7 @@ def _is_worker(config):
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session, exitstatus):
     run = session.config.stash.get(_RUN_KEY, None)
-    if run and run.active and not run.targets and session.config.getoption("changed_since") \
-            and exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
-        session.exitstatus = pytest.ExitCode.OK  # nothing a pull request touched: nothing to gate
+    # a --changed-since run that selected nothing: harness.gate decides the exit status and says why
     _write_results(session, run)
 
 
@@ -370,7 +368,8 @@ def _write_results(session, run):
     for r in run.results:
         devices.setdefault(r["framework"], set()).add(r["device"])
     env = results.environment(run.frameworks(), {k: sorted(v) for k, v in devices.items()}, run.seed)
-    results.write(run.json_path, run.results, env)
+    selection = getattr(run.targets, "selection", None)   # --changed-since: what changed, what was selected
+    results.write(run.json_path, run.results, env, extra={"selection": selection} if selection is not None else None)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

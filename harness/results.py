@@ -26,21 +26,22 @@ def environment(frameworks: dict, devices: dict, seed: int, argv=None) -> dict:
     }
 
 
-def document(results: list[dict], env: dict) -> dict:
+def document(results: list[dict], env: dict, extra: dict | None = None) -> dict:
     key = lambda r: (r["contract"], r["impl"], r["framework"], r["device"], r["check"])
     return {
         "schema_version": SCHEMA_VERSION,
         "harness_version": __version__,
         "environment": env,
+        **(extra or {}),   # e.g. `selection` of a --changed-since run
         "results": sorted(results, key=key),
     }
 
 
-def write(path, results: list[dict], env: dict) -> None:
+def write(path, results: list[dict], env: dict, extra: dict | None = None) -> None:
     from pathlib import Path
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(json.dumps(document(results, env), indent=2, sort_keys=False) + "\n")
+    p.write_text(json.dumps(document(results, env, extra), indent=2, sort_keys=False) + "\n")
 
 
 def merge(docs: list[dict]) -> dict:

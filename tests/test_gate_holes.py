@@ -110,7 +110,8 @@ def test_the_import_scan_follows_absolute_relative_and_literal_dynamic_imports(t
     names = {str(p.relative_to(tmp_path)) for p in files}
     assert names == {"mypkg/__init__.py", "mypkg/layers.py", "mypkg/ops/__init__.py", "mypkg/ops/scale.py",
                      "mypkg/consts.py", "mypkg/late.py", "mypkg/dyn.py"}
-    assert scan.unparseable == [] and scan.missing == []
+    # `from ..consts import FACTOR` may name a module too: an unresolved guess, not an error
+    assert scan.unparseable == [] and [m for m, _ in scan.missing] == ["mypkg.consts.FACTOR"]
     (pkg / "consts.py").write_text("FACTOR = (\n")
     scan = targets.ImportScan(inside=lambda p: str(p).startswith(str(tmp_path)))
     scan.closure("mypkg.layers")
