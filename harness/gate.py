@@ -3,11 +3,15 @@
 Exit codes of a conformance run (pytest's numbering where the meanings overlap):
 
 * 0 -- conformant: every check passed, was skipped, or failed as an expectations entry says it
-  will; with ``--baseline``: no regressions against the baseline.
+  will; with ``--baseline``: no regressions against the baseline. A ``--changed-since`` run that
+  selects nothing exits 0 (not pytest's 5) with lines saying why no changed file selects a binding,
+  unless a baseline binding was removed.
 * 1 -- a check failed or errored without an expectations entry; with ``--baseline``: a regression
   only, i.e. a check that fails or errors now but did not in the baseline (it passed there, was
-  skipped, or is new) and has no expectations entry, or a check that passed in the baseline and
-  is no longer run; under ``--strict-expectations`` also an expected failure that now passes.
+  skipped, or is new) and has no expectations entry, a check that passed in the baseline and is
+  skipped now, or a baseline record (any outcome) that this run did not produce; under
+  ``--strict-expectations`` also an expected failure that now passes, and an entry that matches no
+  check or whose checks no longer fail.
 * 2 -- interrupted (pytest's own: Ctrl-C, a collection error that is not a contract).
 * 3 -- broken contract: a contract file could not be loaded.
 * 4 -- usage error: bad options, a malformed expectations file, an unreadable baseline.
@@ -16,7 +20,8 @@ Exit codes of a conformance run (pytest's numbering where the meanings overlap):
 An expectations file (``--expectations FILE``) lists known failures::
 
     expectations:
-      - contract: rmsnorm            # every key is a glob; a missing key matches anything
+      - contract: rmsnorm            # every key is a glob; a missing key matches anything, but an
+                                     # entry names at least one of contract/impl/framework/device/check
         impl: "mypkg.layers:*"
         framework: tensorflow
         check: serialization
@@ -467,9 +472,13 @@ def _selection_lines(selection: dict, say) -> None:
         for s in selection["selected"]:
             say((f"  {s['contract']} {s['impl']}: {'; '.join(s['because'])}", {}))
         return
-    say((f"no layer changed since {rev}: {n}, none is an implementation, a contract, a module they import, "
-         f"or the bindings file", {"bold": True}))
     shown = list(selection["unmapped"].items())
+    if any(why.startswith("the bindings file") for _, why in shown):
+        say((f"no layer changed since {rev}: {n}, none selects a binding (the bindings file only removes "
+             f"entries)", {"bold": True}))
+    else:
+        say((f"no layer changed since {rev}: {n}, none is an implementation, a contract, a module they import, "
+             f"or the bindings file", {"bold": True}))
     for f, why in shown[:20]:
         say((f"  {f}: {why}", {}))
     if len(shown) > 20:
@@ -550,6 +559,9 @@ def pytest_sessionfinish(session, exitstatus):
                         and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED)
     if session.exitstatus in (EXIT_OK, EXIT_FAILED) or nothing_selected:
         session.exitstatus = _verdict(gate, records, xpassed, say)
+        if nothing_selected and session.exitstatus == EXIT_OK:
+            say(("gate: no layer to check: exit 0 (the lines above say why no changed file selects a binding)",
+                 {"green": True}))
 
 
 def _verdict(gate, records, xpassed, say) -> int:

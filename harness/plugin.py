@@ -36,7 +36,8 @@ def pytest_addoption(parser):
     g.addoption("--bindings", metavar="FILE", help="YAML list of {contract, impl[, framework, state_map]}")
     g.addoption("--conformance-json", metavar="PATH", help="write the results file here")
     g.addoption("--changed-since", metavar="REV",
-                help="with --bindings: only the entries whose implementation file or contract changed since REV")
+                help="with --bindings: only the entries whose implementation, a module it imports, its contract or "
+                     "its bindings entry changed since REV")
     g.addoption("--seed", type=int, default=None, help="seed for every drawn input (default 0)")
     g.addoption("--check", action="append", default=[], metavar="ID", help="run only these check ids")
     g.addoption("--memory-limit", type=float, default=None, metavar="GIB",

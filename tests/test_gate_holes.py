@@ -206,6 +206,7 @@ def test_a_branch_that_changes_only_the_readme_passes_with_an_explicit_line(repo
     assert ("no layer changed since main: 1 file changed, none is an implementation, a contract, a module they "
             "import, or the bindings file") in proc.stdout
     assert "README.md: not an implementation" in proc.stdout
+    assert "gate: no layer to check: exit 0" in proc.stdout
     sel = _selection(repo)
     assert sel["changed_files"] == ["README.md"] and sel["selected"] == []
     assert sel["unmapped"]["README.md"].startswith("not an implementation")
@@ -233,6 +234,9 @@ def test_a_removed_binding_is_a_regression_against_the_baseline(repo):
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "REGRESSION: clipped_relu_grad mylayers:ClippedReLUGrad [torch-cpu] gradients: passed in the baseline, " \
            "not run now" in proc.stdout
+    assert "none selects a binding (the bindings file only removes entries)" in proc.stdout
+    assert _selection(repo)["unmapped"] == {"conformance/bindings.yaml": _selection(repo)["unmapped"][
+        "conformance/bindings.yaml"]} and "removed entry" in _selection(repo)["unmapped"]["conformance/bindings.yaml"]
 
 
 def test_an_added_binding_is_selected_and_untouched_ones_are_not(repo):

@@ -108,7 +108,7 @@ def build_data(doc: dict, comparison=None, baseline_name: str | None = None, tit
         baseline = {
             "name": baseline_name or "baseline", "summary": comparison.summary(),
             "regressions": len(comparison.regressions),
-            "disappeared": [{k: o.get(k, "") for k in ("contract", "impl", "framework", "device", "check")}
+            "disappeared": [{k: o.get(k, "") for k in ("contract", "impl", "framework", "device", "check", "outcome")}
                             for o in comparison.disappeared],
         }
     return _finite({
