@@ -177,11 +177,6 @@ def module_file(name: str, roots=None) -> Path | None:
     return next((f for f in module_candidates(name, roots) if f.is_file()), None)
 
 
-def _module_file(impl: str) -> str | None:
-    found = module_file(impl.split(":", 1)[0])
-    return str(found) if found else None
-
-
 def _imported_names(tree, module: str, is_package: bool) -> set[str]:
     """Every module a parsed file may import: import statements anywhere in it (functions included), and
     importlib.import_module / __import__ with a literal name. ``from a import b`` may import a.b."""
