@@ -3,11 +3,15 @@
 Exit codes of a conformance run (pytest's numbering where the meanings overlap):
 
 * 0 -- conformant: every check passed, was skipped, or failed as an expectations entry says it
-  will; with ``--baseline``: no regressions against the baseline.
+  will; with ``--baseline``: no regressions against the baseline. A ``--changed-since`` run that
+  selects nothing exits 0 (not pytest's 5) with lines saying why no changed file selects a binding,
+  unless a baseline binding was removed.
 * 1 -- a check failed or errored without an expectations entry; with ``--baseline``: a regression
   only, i.e. a check that fails or errors now but did not in the baseline (it passed there, was
-  skipped, or is new) and has no expectations entry, or a check that passed in the baseline and
-  is no longer run; under ``--strict-expectations`` also an expected failure that now passes.
+  skipped, or is new) and has no expectations entry, a check that passed in the baseline and is
+  skipped now, or a baseline record (any outcome) that this run did not produce; under
+  ``--strict-expectations`` also an expected failure that now passes, and an entry that matches no
+  check or whose checks no longer fail.
 * 2 -- interrupted (pytest's own: Ctrl-C, a collection error that is not a contract).
 * 3 -- broken contract: a contract file could not be loaded.
 * 4 -- usage error: bad options, a malformed expectations file, an unreadable baseline.
@@ -16,7 +20,8 @@ Exit codes of a conformance run (pytest's numbering where the meanings overlap):
 An expectations file (``--expectations FILE``) lists known failures::
 
     expectations:
-      - contract: rmsnorm            # every key is a glob; a missing key matches anything
+      - contract: rmsnorm            # every key is a glob; a missing key matches anything, but an
+                                     # entry names at least one of contract/impl/framework/device/check
         impl: "mypkg.layers:*"
         framework: tensorflow
         check: serialization
@@ -153,6 +158,10 @@ def load_expectations(path) -> list[Expectation]:
             seen[key] = v
         if "expected" not in seen:
             _fail(path, node, "expected", "required (fail, failed, error, or a list of failed/error)")
+        if not any(k in seen for k in KEY_FIELDS):
+            _fail(path, node, "(entry)", "names none of contract, impl, framework, device or check, so it would "
+                                         "match every check; name at least one (`check: \"*\"` says every check "
+                                         "on purpose)")
         outcomes, written = _expected(path, seen["expected"])
         texts = {k: _scalar(path, k, seen[k]) for k in ("reason", "link") if k in seen}
         if not texts:
@@ -188,6 +197,18 @@ def annotate(record: dict, expectations: list[Expectation]) -> str | None:
 
 def unmatched(expectations: list[Expectation], records: list[dict]) -> list[Expectation]:
     return [e for e in expectations if not any(e.matches(r) for r in records)]
+
+
+def stale_expectations(expectations: list[Expectation], records: list[dict]):
+    """(entries matching no check of this run, entries whose checks ran and none fails as expected)."""
+    nothing, not_failing = [], []
+    for e in expectations:
+        mine = [r for r in records if e.matches(r)]
+        if not mine:
+            nothing.append(e)
+        elif not any(r.get("outcome") in e.outcomes for r in mine):
+            not_failing.append(e)
+    return nothing, not_failing
 
 
 def updated_expectations(expectations: list[Expectation], records: list[dict]) -> tuple[list[dict], dict]:
@@ -247,20 +268,27 @@ class Comparison:
 
     A baseline tolerates the failures it already has: a check that fails now counts as newly failing
     unless it failed (or errored) in the baseline too -- whether it passed there, was skipped, or is new.
+    A check that passed in the baseline and is skipped now (n/a included) is newly skipped: a check that
+    no longer checks anything. A skip on both sides (an n/a with its reason, a missing GPU) is no change.
     """
     newly_failing: list = field(default_factory=list)      # (old or None, new): failing now, not before
     newly_passing: list = field(default_factory=list)      # (old, new): failed/error -> passed
     unchanged_failing: list = field(default_factory=list)  # (old, new): failing in both
-    disappeared: list = field(default_factory=list)        # old: passed in the baseline, not in this run
+    newly_skipped: list = field(default_factory=list)      # (old, new): passed -> skipped
+    disappeared: list = field(default_factory=list)        # old: in the baseline (any outcome), not in this run
 
     @property
     def regressions(self) -> list[dict]:
-        """What fails the gate: newly failing checks without an expectations entry, and vanished ones."""
-        return [new for _, new in self.newly_failing if not new.get("expected")] + list(self.disappeared)
+        """What fails the gate: newly failing checks without an expectations entry, newly skipped ones,
+        and vanished ones."""
+        return ([new for _, new in self.newly_failing if not new.get("expected")]
+                + [new for _, new in self.newly_skipped] + list(self.disappeared))
 
     def summary(self) -> str:
         text = (f"{len(self.newly_failing)} newly failing, {len(self.newly_passing)} newly passing, "
                 f"{len(self.unchanged_failing)} unchanged failing")
+        if self.newly_skipped:
+            text += f", {len(self.newly_skipped)} newly skipped"
         extra = []
         unknown = sum(old is None for old, _ in self.newly_failing)
         if unknown:
@@ -269,13 +297,13 @@ class Comparison:
         if expected:
             extra.append(f"{expected} of the newly failing expected")
         if self.disappeared:
-            extra.append(f"{len(self.disappeared)} passing check(s) no longer run")
+            extra.append(f"{len(self.disappeared)} baseline check(s) no longer run")
         return text + (f" ({'; '.join(extra)})" if extra else "")
 
     def changes(self) -> dict[tuple, tuple[str, str | None]]:
         """key -> (label, baseline outcome or None) for every record of this run that changed or still fails."""
         out = {}
-        for label in ("newly_failing", "newly_passing", "unchanged_failing"):
+        for label in ("newly_failing", "newly_skipped", "newly_passing", "unchanged_failing"):
             for old, new in getattr(self, label):
                 out[record_key(new)] = (label, old["outcome"] if old else None)
         return out
@@ -293,8 +321,11 @@ def compare(baseline: list[dict], current: list[dict], in_scope=None) -> Compari
             (c.unchanged_failing if was in FAILING else c.newly_failing).append((o, n))
         elif now == "passed" and was in FAILING:
             c.newly_passing.append((o, n))
+        elif now == "skipped" and was == "passed":
+            c.newly_skipped.append((o, n))
+    # whatever the outcome was: a check that no longer runs can no longer be gated
     for k in sorted(set(old) - set(new)):
-        if old[k].get("outcome") == "passed" and (in_scope is None or in_scope(old[k])):
+        if in_scope is None or in_scope(old[k]):
             c.disappeared.append(old[k])
     return c
 
@@ -326,6 +357,7 @@ class Gate:
         self.failed_nodeids: set = set()   # every failed test report, conformance or not
         self.comparison: Comparison | None = None
         self.lines: list[tuple[str, dict]] = []   # terminal lines: (text, markup)
+        self.stale: list[Expectation] = []        # entries matching nothing, or whose checks no longer fail
         if self.update and not self.expectations_path:
             raise pytest.UsageError("--update-expectations needs --expectations FILE (the file to rewrite)")
         if self.expectations_path and not (self.update and not Path(self.expectations_path).exists()):
@@ -403,27 +435,54 @@ def pytest_runtest_makereport(item, call):
 
 def _scope(run, config):
     """Which baseline checks this run was asked to run: only those can have disappeared. The bundled
-    matrix covers every framework unless --framework narrows it, so a framework that stopped
-    importing shows up; --impl and --bindings cover the frameworks of their implementations."""
+    matrix covers every framework unless --framework narrows it, so a framework that stopped importing
+    shows up. --bindings covers every framework too (a framework whose last binding was removed shows up;
+    --framework narrows it); --impl covers its one implementation. Under --changed-since the bindings
+    the change did not touch are out of scope; a binding removed from the file is not one of them."""
     from .plugin import _opt
     impl = _opt(config, "impl", "conformance_impl") or None
-    if impl or _opt(config, "bindings", "conformance_bindings"):
+    asked = set(_opt(config, "framework", "conformance_framework") or [])
+    if impl:
         frameworks = {t.framework for t in run.targets}
+    elif asked:
+        frameworks = asked | {t.framework for t in run.targets}
     else:
-        frameworks = set(_opt(config, "framework", "conformance_framework") or []) or None
+        frameworks = None
     contracts = None
-    if _opt(config, "contract", "conformance_contract"):
+    if _opt(config, "contract", "conformance_contract") and not _opt(config, "bindings", "conformance_bindings"):
         contracts = {Path(t.contract_path).stem for t in run.targets}
         contracts |= {c.name for c in getattr(run, "contracts", {}).values()}
-
-    # --changed-since runs only the layers a change touched: the others have not disappeared
-    impls = {t.impl for t in run.targets} if config.getoption("changed_since") else None
+    untouched = (getattr(run.targets, "untouched", None) or []) if config.getoption("changed_since") else []
 
     def in_scope(r):
         return ((frameworks is None or r.get("framework") in frameworks) and r.get("device") in run.devices
                 and r.get("check") in run.checks and (contracts is None or r.get("contract") in contracts)
-                and (not impl or r.get("impl") == impl) and (impls is None or r.get("impl") in impls))
+                and (not impl or r.get("impl") == impl)
+                and not any(r.get("impl") == i and r.get("contract") in names for i, names in untouched))
     return in_scope
+
+
+def _selection_lines(selection: dict, say) -> None:
+    """What --changed-since selected and why, or, when nothing, why no changed file maps to a binding."""
+    rev, files = selection["changed_since"], selection["changed_files"]
+    n = f"{len(files)} file{'' if len(files) == 1 else 's'} changed"
+    if selection["selected"]:
+        say((f"changed since {rev}: {n}; {len(selection['selected'])} binding(s) selected, "
+             f"{selection['untouched']} untouched", {}))
+        for s in selection["selected"]:
+            say((f"  {s['contract']} {s['impl']}: {'; '.join(s['because'])}", {}))
+        return
+    shown = list(selection["unmapped"].items())
+    if any(why.startswith("the bindings file") for _, why in shown):
+        say((f"no layer changed since {rev}: {n}, none selects a binding (the bindings file only removes "
+             f"entries)", {"bold": True}))
+    else:
+        say((f"no layer changed since {rev}: {n}, none is an implementation, a contract, a module they import, "
+             f"or the bindings file", {"bold": True}))
+    for f, why in shown[:20]:
+        say((f"  {f}: {why}", {}))
+    if len(shown) > 20:
+        say((f"  ... and {len(shown) - 20} more (the results file's `selection` lists them all)", {}))
 
 
 def _environment(run):
@@ -443,6 +502,9 @@ def pytest_sessionfinish(session, exitstatus):
         return
     say = gate.lines.append
     records = run.results
+    selection = getattr(run.targets, "selection", None)
+    if selection is not None:
+        _selection_lines(selection, say)
     if gate.expectations:
         for r in records:
             if "expected" not in r and "unexpectedly_passed" not in r:
@@ -454,9 +516,13 @@ def pytest_sessionfinish(session, exitstatus):
         for r in xpassed:
             say((f"  now passing: {describe(r)} (expected to fail: {r['expectation'].get('where')}"
                  f"{'; fails the run under --strict-expectations' if gate.strict else ''})", {"yellow": True}))
-        for e in unmatched(gate.expectations, records):
-            fields = ", ".join(f"{k}={v}" for k, v in e.patterns.items()) or "every check"
-            say((f"  warning: {e.where}: the entry for {fields} matches no check in this run", {"yellow": True}))
+        nothing, not_failing = stale_expectations(gate.expectations, records)
+        for e, what in [(e, "matches no check in this run") for e in nothing] + \
+                       [(e, "no longer fails (its checks pass or are skipped)") for e in not_failing]:
+            fields = ", ".join(f"{k}={v}" for k, v in e.patterns.items())
+            say((f"  {'error' if gate.strict else 'warning'}: {e.where}: the entry for {fields} {what}",
+                 {"red" if gate.strict else "yellow": True}))
+        gate.stale = nothing + not_failing
     else:
         xpassed = []
     if gate.update:
@@ -472,8 +538,11 @@ def pytest_sessionfinish(session, exitstatus):
             was = f"{old['outcome']} -> {new['outcome']}" if old else f"{new['outcome']} (not in the baseline)"
             say((f"  {tag}: {describe(new)}: {was}: {_first_line(new.get('message'))}",
                  {"red": tag == "REGRESSION", "yellow": tag != "REGRESSION"}))
+        for old, new in gate.comparison.newly_skipped:
+            say((f"  REGRESSION: {describe(new)}: passed -> skipped: {_first_line(new.get('message'))}",
+                 {"red": True}))
         for old in gate.comparison.disappeared:
-            say((f"  REGRESSION: {describe(old)}: passed in the baseline, not run now", {"red": True}))
+            say((f"  REGRESSION: {describe(old)}: {old.get('outcome')} in the baseline, not run now", {"red": True}))
         for old, new in gate.comparison.newly_passing:
             say((f"  fixed: {describe(new)}: {old['outcome']} -> passed", {"green": True}))
     if gate.html_path:
@@ -486,15 +555,26 @@ def pytest_sessionfinish(session, exitstatus):
             say((f"conformance html: {os.path.abspath(gate.html_path)}", {}))
         run.reports.append(("--conformance-html", gate.html_path, write_report))
 
-    if session.exitstatus in (EXIT_OK, EXIT_FAILED):
+    # a --changed-since run that selected nothing collects nothing (pytest's 5); it is still gated:
+    # against the baseline (a removed binding), and its summary says why nothing was selected
+    nothing_selected = (selection is not None and not run.targets
+                        and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED)
+    if session.exitstatus in (EXIT_OK, EXIT_FAILED) or nothing_selected:
         session.exitstatus = _verdict(gate, records, xpassed, say)
+        if nothing_selected and session.exitstatus == EXIT_OK:
+            say(("gate: no layer to check: exit 0 (the lines above say why no changed file selects a binding)",
+                 {"green": True}))
 
 
 def _verdict(gate, records, xpassed, say) -> int:
     """0 or 1 from the records: pytest's own count cannot see expectations applied after the fact
     (a check whose worker crashed) nor a baseline."""
     other = gate.failed_nodeids - {r.get("nodeid") for r in records}   # the user's own tests, if any
-    strict = xpassed if gate.strict else []
+    strict = (xpassed + gate.stale) if gate.strict else []
+    if gate.strict and gate.stale:
+        n = len(gate.stale)
+        say((f"--strict-expectations: {n} stale expectations entr{'y' if n == 1 else 'ies'}: remove or "
+             f"narrow {'it' if n == 1 else 'them'} (exit 1)", {"red": True}))
     if gate.baseline is not None:
         failing = gate.comparison.regressions
         if failing:

@@ -36,7 +36,8 @@ def pytest_addoption(parser):
     g.addoption("--bindings", metavar="FILE", help="YAML list of {contract, impl[, framework, state_map]}")
     g.addoption("--conformance-json", metavar="PATH", help="write the results file here")
     g.addoption("--changed-since", metavar="REV",
-                help="with --bindings: only the entries whose implementation file or contract changed since REV")
+                help="with --bindings: only the entries whose implementation, a module it imports, its contract or "
+                     "its bindings entry changed since REV")
     g.addoption("--seed", type=int, default=None, help="seed for every drawn input (default 0)")
     g.addoption("--check", action="append", default=[], metavar="ID", help="run only these check ids")
     g.addoption("--memory-limit", type=float, default=None, metavar="GIB",
@@ -469,9 +470,7 @@ def _is_worker(config):
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session, exitstatus):
     run = session.config.stash.get(_RUN_KEY, None)
-    if run and run.active and not run.targets and session.config.getoption("changed_since") \
-            and exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
-        session.exitstatus = pytest.ExitCode.OK  # nothing a pull request touched: nothing to gate
+    # a --changed-since run that selected nothing: harness.gate decides the exit status and says why
     if run:
         run.close()
     if not run or not run.active or _is_worker(session.config):
@@ -514,7 +513,9 @@ def _write_results(run, completeness=None):
         for r in run.results:
             devices.setdefault(r["framework"], set()).add(r["device"])
         env = results.environment(run.frameworks(), {k: sorted(v) for k, v in devices.items()}, run.seed)
-        results.write(run.json_path, run.results, env, completeness)
+        selection = getattr(run.targets, "selection", None)   # --changed-since: what changed, what was selected
+        extra = dict(completeness or {}, **({"selection": selection} if selection is not None else {}))
+        results.write(run.json_path, run.results, env, extra)
     if run.journal is not None:
         run.journal.close(remove=bool(completeness and completeness["complete"]))
         run.journal = None

@@ -26,21 +26,20 @@ def environment(frameworks: dict, devices: dict, seed: int, argv=None) -> dict:
     }
 
 
-def document(results: list[dict], env: dict, completeness: dict | None = None) -> dict:
+def document(results: list[dict], env: dict, extra: dict | None = None) -> dict:
     key = lambda r: (r["contract"], r["impl"], r["framework"], r["device"], r["check"])
     doc = {
         "schema_version": SCHEMA_VERSION,
         "harness_version": __version__,
         "environment": env,
+        **(extra or {}),   # whether the run covered its plan; `selection` of a --changed-since run
+        "results": sorted(results, key=key),
     }
-    if completeness is not None:
-        doc.update(completeness)
-    doc["results"] = sorted(results, key=key)
     return doc
 
 
-def write(path, results: list[dict], env: dict, completeness: dict | None = None) -> None:
-    write_atomically(path, json.dumps(document(results, env, completeness), indent=2, sort_keys=False) + "\n")
+def write(path, results: list[dict], env: dict, extra: dict | None = None) -> None:
+    write_atomically(path, json.dumps(document(results, env, extra), indent=2, sort_keys=False) + "\n")
 
 
 def write_atomically(path, text: str) -> None:

@@ -7,6 +7,7 @@ the user's own module does.
 """
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.util
 import os
@@ -128,28 +129,287 @@ def _framework_for(impl_spec: str, requested: list[str], pythons: dict) -> tuple
     return found["framework"], found["file"]
 
 
-def changed_files(rev: str) -> set[str]:
-    """Absolute paths of files changed since ``rev`` (merge base, as a pull request sees it)."""
+def _git(args, cwd=None) -> str:
+    import subprocess
+    return subprocess.run(["git", *args], capture_output=True, text=True, check=True, cwd=cwd).stdout
+
+
+@dataclass
+class Changes:
+    """What changed since ``rev``: against the merge base (as a pull request sees it), plus uncommitted
+    and untracked (not ignored) files."""
+    rev: str
+    top: Path
+    base: str
+    files: set            # absolute resolved paths, deleted files included
+    tracked: set          # absolute resolved paths of every file git tracks
+
+    def rel(self, path) -> str:
+        try:
+            return Path(path).relative_to(self.top).as_posix()
+        except ValueError:
+            return str(path)
+
+    def inside(self, path) -> bool:
+        """A file of this repository: tracked, or one of the changes (not an ignored virtualenv's)."""
+        return str(path) in self.tracked or str(path) in self.files
+
+    def old_text(self, path) -> str | None:
+        """The file's text at the merge base, or None where it did not exist."""
+        import subprocess
+        try:
+            return _git(["show", f"{self.base}:{self.rel(Path(path).resolve())}"], cwd=self.top)
+        except subprocess.CalledProcessError:
+            return None
+
+
+def changes_since(rev: str) -> Changes:
     import subprocess
     try:
-        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True,
-                             check=True).stdout.strip()
-        names = subprocess.run(["git", "diff", "--name-only", f"{rev}...HEAD"], capture_output=True, text=True,
-                               check=True, cwd=top).stdout.split()
-        names += subprocess.run(["git", "diff", "--name-only", "HEAD"], capture_output=True, text=True,
-                                check=True, cwd=top).stdout.split()
+        top = Path(_git(["rev-parse", "--show-toplevel"]).strip()).resolve()
+        base = _git(["merge-base", rev, "HEAD"], cwd=top).strip()
+        names = _git(["diff", "--name-only", "-z", base, "HEAD"], cwd=top).split("\0")
+        names += _git(["diff", "--name-only", "-z", "HEAD"], cwd=top).split("\0")
+        names += _git(["ls-files", "-z", "--others", "--exclude-standard"], cwd=top).split("\0")
+        tracked = _git(["ls-files", "-z"], cwd=top).split("\0")
     except (OSError, subprocess.CalledProcessError) as exc:
         detail = getattr(exc, "stderr", "") or exc
         raise UsageError(f"--changed-since {rev}: cannot ask git what changed: {str(detail).strip()}") from None
-    return {str((Path(top) / n).resolve()) for n in names}
+    absolute = lambda ns: {str(top / n) for n in ns if n}
+    return Changes(rev, top, base, absolute(names), absolute(tracked))
 
 
-def _module_file(impl: str) -> str | None:
+def changed_files(rev: str) -> set[str]:
+    """Absolute paths of files changed since ``rev`` (merge base, as a pull request sees it)."""
+    return changes_since(rev).files
+
+
+def _search_roots() -> list[Path]:
+    """Where ``import`` looks, in its order: the current directory (as --impl imports), PYTHONPATH, sys.path."""
+    out: list[Path] = []
+    for entry in [os.getcwd(), *os.environ.get("PYTHONPATH", "").split(os.pathsep), *sys.path]:
+        p = Path(entry or os.getcwd())
+        if p.is_dir():
+            p = p.resolve()
+            if p not in out:
+                out.append(p)
+    return out
+
+
+def module_candidates(name: str, roots=None) -> list[Path]:
+    """Every file that could hold module ``name`` (pkg/mod.py or pkg/mod/__init__.py under each root)."""
+    parts = name.split(".")
+    if not all(part.isidentifier() for part in parts):
+        return []
+    return [f for root in (roots if roots is not None else _search_roots())
+            for f in (root.joinpath(*parts[:-1], parts[-1] + ".py"), root.joinpath(*parts, "__init__.py"))]
+
+
+def module_file(name: str, roots=None) -> Path | None:
+    """The file ``import name`` would load, found on the filesystem alone: nothing is imported, so no
+    package's ``__init__`` (user code) runs in this process."""
+    return next((f for f in module_candidates(name, roots) if f.is_file()), None)
+
+
+def _imported_names(tree, module: str, is_package: bool) -> set[str]:
+    """Every module a parsed file may import: import statements anywhere in it (functions included), and
+    importlib.import_module / __import__ with a literal name. ``from a import b`` may import a.b."""
+    package = module if is_package else module.rpartition(".")[0]
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".") if package else []
+                if node.level - 1 > len(parts):
+                    continue
+                base = ".".join(parts[:len(parts) - (node.level - 1)])
+                mod = ".".join(filter(None, [base, node.module]))
+            else:
+                mod = node.module or ""
+            if mod:
+                names.add(mod)
+            names.update(f"{mod}.{a.name}" if mod else a.name for a in node.names if a.name != "*")
+        elif (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
+              and isinstance(node.args[0].value, str)
+              and getattr(node.func, "attr", getattr(node.func, "id", None)) in ("import_module", "__import__")):
+            names.add(node.args[0].value)
+    return names
+
+
+class ImportScan:
+    """The files a module pulls in when imported, found by reading import statements (ast), never by
+    importing. Only files for which ``inside(path)`` holds are followed (the repository's own code, not
+    the frameworks). Files that cannot be parsed are collected in ``unparseable``; modules imported but
+    found nowhere, with the files they could have been, in ``missing``."""
+
+    def __init__(self, inside, roots=None):
+        self.inside = inside
+        self.roots = roots if roots is not None else _search_roots()
+        self._files: dict = {}
+        self._imports: dict = {}
+        self.unparseable: list[Path] = []
+        self.missing: list[tuple[str, list[Path]]] = []
+
+    def _file(self, name):
+        if name not in self._files:
+            self._files[name] = module_file(name, self.roots)
+        return self._files[name]
+
+    def _names(self, path: Path, name: str):
+        if path not in self._imports:
+            try:
+                tree = ast.parse(path.read_bytes(), filename=str(path))
+            except (SyntaxError, ValueError, OSError):
+                self._imports[path] = None
+            else:
+                self._imports[path] = _imported_names(tree, name, path.name == "__init__.py")
+        return self._imports[path]
+
+    def closure(self, module: str) -> dict:
+        """file -> the module that imports it (None for ``module`` itself and its packages), in the order
+        found. Importing a.b.c runs a/__init__.py and a/b/__init__.py first, so those count too."""
+        out: dict = {}
+        seen: set = set()
+        queue = [(module, None)]
+        while queue:
+            name, importer = queue.pop(0)
+            parts = name.split(".")
+            for i in range(1, len(parts) + 1):
+                sub = ".".join(parts[:i])
+                if sub in seen:
+                    continue
+                seen.add(sub)
+                path = self._file(sub)
+                if path is None:
+                    # a deleted module of the repository, a name imported from a module, or not a file at all
+                    cands = [c for c in module_candidates(sub, self.roots) if self.inside(c)]
+                    if cands or sub == module:
+                        self.missing.append((sub, cands))
+                    continue
+                if not self.inside(path):
+                    continue
+                out.setdefault(path, importer)
+                names = self._names(path, sub)
+                if names is None:
+                    if path not in self.unparseable:
+                        self.unparseable.append(path)
+                    continue
+                queue.extend((n, sub) for n in sorted(names))
+        return out
+
+
+def _entries_of(text) -> list | None:
     try:
-        spec = importlib.util.find_spec(impl.split(":", 1)[0])
-    except (ImportError, ValueError):
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:
         return None
-    return str(Path(spec.origin).resolve()) if spec and spec.origin else None
+    data = (data or {}).get("bindings", data) if isinstance(data, dict) else data
+    return data if isinstance(data, list) else None
+
+
+def _contract_names(contract: str) -> set[str]:
+    """The names a binding's records carry for its contract (read as plain YAML: nothing imported)."""
+    path = find_contract(contract)
+    names = {Path(path).stem}
+    try:
+        name = (yaml.safe_load(Path(path).read_text()) or {}).get("name")
+    except (OSError, yaml.YAMLError, AttributeError):
+        name = None
+    if isinstance(name, str):
+        names.add(name)
+    return names
+
+
+UNMAPPED_PY = "a Python file that no bound implementation (or its contract's reference) imports"
+UNMAPPED = "not an implementation, a contract, a module they import, or the bindings file"
+
+
+def select_changed(entries: list[dict], bindings: str, rev: str) -> tuple[list[dict], dict, list]:
+    """The bindings a change touches, why, and a ``selection`` record for the results file.
+
+    An entry is selected when its implementation's file, a module it imports (statically, transitively,
+    inside the repository), its contract (or the contract's reference module) changed, or the bindings
+    file added or changed the entry. A file in that import closure that cannot be parsed, or an
+    implementation that cannot be found (deleted), selects the entry: it then fails at import instead of
+    being dropped silently. Returns (selected entries, selection, untouched entries)."""
+    changes = changes_since(rev)
+    scan = ImportScan(changes.inside)
+    bindings_path = str(Path(bindings).resolve())
+    old_entries = None
+    if bindings_path in changes.files:
+        old_entries = _entries_of(changes.old_text(bindings_path) or "")
+    used: set = set()
+    selected, untouched, why_list = [], [], []
+    for e in entries:
+        why: list[str] = []
+        module = str(e["impl"]).split(":", 1)[0]
+        contract = find_contract(str(e["contract"]))
+        if bindings_path in changes.files and (old_entries is None or e not in old_entries):
+            why.append(f"{changes.rel(bindings_path)} adds or changes this entry")
+            used.add(bindings_path)
+        modules = [module]
+        try:
+            ref = (yaml.safe_load(Path(contract).read_text()) or {}).get("reference") or {}
+            if isinstance(ref, dict) and isinstance(ref.get("module"), str):
+                modules.append(ref["module"])
+        except (OSError, yaml.YAMLError, AttributeError):
+            pass
+        contract_file = str(Path(contract).resolve())
+        if contract_file in changes.files:
+            why.append(f"{changes.rel(contract_file)} changed (the contract)")
+            used.add(contract_file)
+        for mod in modules:
+            scan.unparseable, scan.missing = [], []
+            closure = scan.closure(mod)
+            for path, importer in closure.items():
+                if str(path) in changes.files:
+                    what = (f"imported by {importer}" if importer else "the contract's reference" if mod != module
+                            else "the implementation" if path == module_file(module, scan.roots)
+                            else f"a package of {module}")
+                    why.append(f"{changes.rel(path)} changed ({what})")
+                    used.add(str(path))
+            for path in scan.unparseable:
+                if str(path) not in changes.files:
+                    why.append(f"{changes.rel(path)} cannot be parsed")
+            for name, cands in scan.missing:
+                deleted = [c for c in cands if str(c) in changes.files]
+                used.update(str(c) for c in deleted)
+                if deleted:
+                    why.append(f"{changes.rel(deleted[0])} was deleted")
+                elif name == module:
+                    why.append(f"module {module} is not found (it will fail at import)")
+        if why:
+            selected.append(e)
+            why_list.append({"contract": str(e["contract"]), "impl": str(e["impl"]),
+                             "because": list(dict.fromkeys(why))})
+        else:
+            untouched.append(e)
+    if bindings_path in changes.files and bindings_path not in used:
+        used.add(bindings_path)
+        why_bindings = ("the bindings file: no entry added or changed (a removed entry is compared with "
+                        "the baseline: its checks count as no longer run)")
+    else:
+        why_bindings = None
+    unmapped = {}
+    for f in sorted(changes.files):
+        if f not in used:
+            unmapped[changes.rel(f)] = UNMAPPED_PY if f.endswith(".py") else UNMAPPED
+    if why_bindings:
+        unmapped[changes.rel(bindings_path)] = why_bindings
+    selection = {"changed_since": rev, "merge_base": changes.base,
+                 "changed_files": sorted(changes.rel(f) for f in changes.files),
+                 "selected": why_list, "untouched": len(untouched), "unmapped": unmapped}
+    return selected, selection, untouched
+
+
+class Targets(list):
+    """The planned targets; under --changed-since also ``selection`` (what changed and why each binding
+    was or was not selected) and ``untouched`` (bindings not selected: their baseline records are not
+    counted as disappeared)."""
+    selection: dict | None = None
+    untouched: list = []
 
 
 def plan(contracts: list[str], impl: str | None, bindings: str | None, frameworks: list[str],
@@ -168,15 +428,15 @@ def plan(contracts: list[str], impl: str | None, bindings: str | None, framework
         entries = (entries or {}).get("bindings", entries) if isinstance(entries, dict) else entries
         if not isinstance(entries, list):
             raise UsageError(f"--bindings {bindings}: expected a list of {{contract, impl}} entries")
-        if changed_since:
-            # only the layers a pull request touches: the implementation's file or its contract changed
-            changed = changed_files(changed_since)
-            entries = [e for e in entries if isinstance(e, dict) and (
-                _module_file(str(e.get("impl", ""))) in changed
-                or str(find_contract(str(e.get("contract", ""))).resolve()) in changed)]
         for i, e in enumerate(entries):
             if not isinstance(e, dict) or "contract" not in e or "impl" not in e:
                 raise UsageError(f"--bindings {bindings}: entry {i} needs 'contract' and 'impl'")
+        targets = Targets()
+        if changed_since:
+            # only the layers a pull request touches; see select_changed for what counts
+            entries, targets.selection, untouched = select_changed(entries, bindings, changed_since)
+            targets.untouched = [(str(e["impl"]), _contract_names(str(e["contract"]))) for e in untouched]
+        for e in entries:
             fw, file = (e["framework"], None) if e.get("framework") else _framework_for(e["impl"], frameworks, pythons)
             targets.append(Target(str(find_contract(e["contract"])), e["impl"], fw, file=file,
                                   state_map={**state_map, **parse_state_map(e.get("state_map", []))}))

@@ -45,7 +45,7 @@ def test_entries_match_by_glob_and_omitted_fields_match_anything(tmp_path):
 
 
 def test_a_bare_list_and_an_empty_file_are_accepted(tmp_path):
-    assert len(load_expectations(_write(tmp_path, "a.yaml", "- {expected: failed, reason: r}\n"))) == 1
+    assert len(load_expectations(_write(tmp_path, "a.yaml", "- {check: '*', expected: failed, reason: r}\n"))) == 1
     assert load_expectations(_write(tmp_path, "b.yaml", "# nothing expected yet\n")) == []
 
 
@@ -114,11 +114,11 @@ def test_compare_sorts_checks_into_changes():
     assert [n["check"] for _, n in c.newly_failing] == ["composition", "serialization", "values"]
     assert [n["check"] for _, n in c.newly_passing] == ["gradients"]
     assert [n["check"] for _, n in c.unchanged_failing] == ["devices"]
-    # buffers passed and vanished; native was failing and the jax check is out of this run's scope
-    assert [o["check"] for o in c.disappeared] == ["buffers"]
-    assert [r["check"] for r in c.regressions] == ["composition", "values", "buffers"]   # serialization is expected
+    # buffers passed and native failed, both vanished; the jax check is out of this run's scope
+    assert [o["check"] for o in c.disappeared] == ["buffers", "native"]
+    assert [r["check"] for r in c.regressions] == ["composition", "values", "buffers", "native"]  # serialization: expected
     assert c.summary() == ("3 newly failing, 1 newly passing, 1 unchanged failing (2 of the newly failing not in "
-                           "the baseline; 1 of the newly failing expected; 1 passing check(s) no longer run)")
+                           "the baseline; 1 of the newly failing expected; 2 baseline check(s) no longer run)")
 
 
 def test_an_expected_newly_failing_check_is_no_regression():

@@ -53,7 +53,7 @@ def cell_lines(checks: list[dict]) -> list[str]:
         if n:
             counts.append(f"{n} {COUNT_WORDS[s][0 if n == 1 else 1]}")
     lines = [" ".join(LOOK[worst]), " \u00b7 ".join(counts)]
-    if any(c.get("change") == "newly_failing" for c in checks):
+    if any(c.get("change") in ("newly_failing", "newly_skipped") for c in checks):
         lines.append("\u25b2 regression")
     return lines
 
@@ -137,7 +137,7 @@ def build_data(doc: dict, comparison=None, baseline_name: str | None = None, tit
         baseline = {
             "name": baseline_name or "baseline", "summary": comparison.summary(),
             "regressions": len(comparison.regressions),
-            "disappeared": [{k: o.get(k, "") for k in ("contract", "impl", "framework", "device", "check")}
+            "disappeared": [{k: o.get(k, "") for k in ("contract", "impl", "framework", "device", "check", "outcome")}
                             for o in comparison.disappeared],
         }
     return _finite({
