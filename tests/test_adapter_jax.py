@@ -281,7 +281,8 @@ def test_python_runs_on_every_call_and_no_stale_program_is_reused():
         SCALE[0] = 1.0
     np.testing.assert_allclose(ADAPTER.numpy(thrice), 3 * ADAPTER.numpy(once), rtol=1e-6)
     np.testing.assert_allclose(ADAPTER.numpy(g_thrice), 3 * ADAPTER.numpy(g_once), rtol=1e-5, atol=1e-6)
-    np.testing.assert_array_equal(called, ADAPTER.numpy(thrice))
+    # the plain call saw SCALE = 3 too (the forward and the VJP are different programs: last bits may differ)
+    np.testing.assert_allclose(called, ADAPTER.numpy(thrice), rtol=1e-6)
 
 
 def test_a_call_that_writes_state_writes_the_layer():
