@@ -5,7 +5,6 @@ Node ids read like the domain and are identical on every xdist worker:
 """
 from __future__ import annotations
 
-import importlib.metadata
 import os
 import sys
 from pathlib import Path
@@ -15,9 +14,6 @@ import pytest
 from . import __version__
 from .nodeids import parse as parse_nodeid, target_name
 from .contract import ContractError, ContractNotFound, load_contract
-
-_DIST_NAMES = {"torch": ["torch"], "tensorflow": ["tensorflow", "tensorflow-cpu", "keras"],
-               "jax": ["jax", "jaxlib", "flax"], "mxnet": ["mxnet"]}
 
 EXIT_CONTRACT_ERROR = 3  # pytest's own: 0 ok, 1 failures, 2 interrupted, 4 usage error, 5 nothing collected
 
@@ -195,13 +191,10 @@ class ConformanceRun:
             self._session = None
 
     def frameworks(self) -> dict:
+        from .frameworks import versions
         out = {}
         for fw in sorted({t.framework for t in self.targets}):
-            for dist in _DIST_NAMES[fw]:
-                try:
-                    out[dist] = importlib.metadata.version(dist)
-                except importlib.metadata.PackageNotFoundError:
-                    pass
+            out.update(versions(fw, getattr(self, "pythons", {}).get(fw)))
         return out
 
 

@@ -11,8 +11,10 @@ import importlib
 import importlib.util
 import sys
 
-# framework name -> top-level module that marks it
-FRAMEWORKS = {"torch": "torch", "tensorflow": "tensorflow", "jax": "flax", "mxnet": "mxnet"}
+from ..frameworks import FRAMEWORKS as _REGISTRY
+
+# framework name -> top-level module that marks it (from the one registry, harness/frameworks.py)
+FRAMEWORKS = {name: f.module for name, f in _REGISTRY.items()}
 
 _cache: dict = {}
 

@@ -1,0 +1,46 @@
+"""The one registry of frameworks. Everything that names the frameworks takes the names from here.
+
+Importing this module imports no framework. To add a framework: an entry here, an adapter module
+``harness/adapters/<name>.py``, its reference implementations and its mutants (see the README).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Framework:
+    name: str                # the --framework value and the adapter module's name
+    module: str              # the top-level module whose presence in sys.modules marks the framework
+    dists: tuple[str, ...]   # distributions whose versions a results file records
+
+
+FRAMEWORKS = {f.name: f for f in (
+    Framework("torch", "torch", ("torch",)),
+    Framework("tensorflow", "tensorflow", ("tensorflow", "tensorflow-cpu", "keras")),
+    Framework("jax", "flax", ("jax", "jaxlib", "flax")),
+    Framework("mxnet", "mxnet", ("mxnet",)),
+)}
+
+
+def versions(name: str, python: str | None = None) -> dict[str, str]:
+    """Installed versions of a framework's distributions, here or in another Python (an executor's)."""
+    dists = FRAMEWORKS[name].dists
+    if python:
+        import json
+        import subprocess
+        code = ("import importlib.metadata as m, json, sys\nout = {}\nfor d in sys.argv[1:]:\n"
+                "    try: out[d] = m.version(d)\n    except m.PackageNotFoundError: pass\nprint(json.dumps(out))")
+        try:
+            done = subprocess.run([python, "-c", code, *dists], capture_output=True, text=True, timeout=60)
+            return json.loads(done.stdout or "{}")
+        except (OSError, ValueError, subprocess.TimeoutExpired):
+            return {}
+    import importlib.metadata
+    out = {}
+    for dist in dists:
+        try:
+            out[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return out
