@@ -14,7 +14,10 @@ It prints:
   collection  ``pytest --collect-only -q`` over a synthetic matrix of 10,000 checks (generated contracts
               and a --bindings file in a temporary directory), wall time of the whole command and the
               time pytest itself reports, against the same command with one target (startup);
-  gradients   harness.runner.run_check(ctx, "gradients") as the input grows from 8 to 8,192 elements.
+  gradients   harness.runner.run_check(ctx, "gradients") as the input grows from 8 to 8,192 elements;
+  boundary    the per-check cost of the process boundary: every check of one bundled contract run in
+              this process (the layer imported here) and through executors (the layer in another
+              process), side by side, warm, best of 3.
 
 Timings are wall-clock on a shared machine: run it on an idle one, and read differences below ~10 %
 as noise.
@@ -247,6 +250,32 @@ def gradient_scaling(framework: str, sizes=(8, 64, 512, 4096, 8192), repeats=3) 
     return rows
 
 
+def boundary(framework: str, contract: str = "rmsnorm", repeats=3) -> dict:
+    from harness.checks import CHECKS
+    from harness.contract import bundled_contracts, load_contract
+    from harness.executor import Session
+    from harness.runner import context_for, run_check
+    from harness.targets import bundled_impl, resolve_impl
+    c = load_contract(bundled_contracts()[contract])
+    spec = bundled_impl(framework, contract)
+    session = Session()
+    out = {}
+    try:
+        for label, make in (("in-process", lambda: context_for(c, resolve_impl(spec), framework)),
+                            ("executor", lambda: context_for(c, spec, framework, session=session))):
+            for check in CHECKS:
+                run_check(make(), check)  # warm: imports, first compilations
+            best = []
+            for _ in range(repeats):
+                started = time.perf_counter()
+                outcomes = [run_check(make(), check)["outcome"] for check in CHECKS]
+                best.append(time.perf_counter() - started)
+            out[label] = {"per_check_ms": min(best) / len(CHECKS) * 1000, "outcomes": outcomes}
+    finally:
+        session.close()
+    return out
+
+
 # --- report ------------------------------------------------------------------------------------
 
 def main(argv=None):
@@ -326,6 +355,15 @@ def main(argv=None):
     ratio = grads[-1]["best_s"] / grads[0]["best_s"]
     print(f"  {grads[-1]['elements']} / {grads[0]['elements']} elements: {ratio:.2f}x the time")
     figures["gradients"] = grads
+
+    cost = boundary(grad_fw)
+    local, remote = cost["in-process"], cost["executor"]
+    same = "same verdicts" if local["outcomes"] == remote["outcomes"] else "VERDICTS DIFFER"
+    print(f"\nprocess boundary ({grad_fw} rmsnorm, every check, warm, best of 3; {same}):")
+    print(f"  in this process {local['per_check_ms']:7.1f} ms per check; through executors "
+          f"{remote['per_check_ms']:7.1f} ms per check: +{remote['per_check_ms'] - local['per_check_ms']:.1f} ms "
+          f"({remote['per_check_ms'] / local['per_check_ms']:.2f}x)")
+    figures["boundary"] = cost
 
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=2))
