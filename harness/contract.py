@@ -600,7 +600,10 @@ def _semantic_problems(data: dict, lines: dict) -> list:
     if isinstance(module, str) and module and all(p.isidentifier() for p in module.split(".")):
         # imported in the reference executor, never here: a reference module is code under review too
         from .executor.session import reference_names
-        names, why = reference_names(module)
+        from .runner import DEFAULT_TIMEOUT
+        limit = data.get("timeout")  # the reference's import gets the checks' time limit
+        limit = float(limit) if isinstance(limit, (int, float)) and 0 < limit < 1e6 else DEFAULT_TIMEOUT
+        names, why = reference_names(module, limit)
         if why:
             bad(("reference", "module"), f"cannot import {module!r}: {why}")
         else:

@@ -303,7 +303,7 @@ class TargetNode(pytest.Collector):
         run = self.config.stash[_RUN_KEY]
         for check in run.checks:
             item = ConformanceItem.from_parent(self, name=check, check=check)
-            item.add_marker(pytest.mark.xdist_group(self.target.framework))
+            item.add_marker(pytest.mark.xdist_group(self.name))  # harness.scheduling reads the node id
             item.add_marker(pytest.mark.conformance)
             yield item
 

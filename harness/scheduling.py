@@ -1,12 +1,15 @@
-"""xdist scheduling: one framework's checks stay on one worker, and a worker that dies loses
-only the check it was running.
+"""xdist scheduling: one target's checks stay on one worker (its executor imports the layer once),
+and a worker that dies loses only the check it was running.
+
+Targets, not frameworks, are the unit: the judge imports no framework, so spreading one framework's
+targets over workers costs an executor per worker, and balances the run.
 
 xdist's group scheduler puts a crashed worker's unfinished unit back in the queue, crashing
 item included, so a layer that aborts the process is run again on every replacement worker until
 the restart limit ends the run; and it may hand work to a replacement before that worker has
 reported its collection (KeyError). This subclass marks the crashing item done and waits for
 the replacement's collection. It also reads the group from the node id itself
-(``...::rmsnorm[torch-cpu]::values`` -> ``torch``): xdist marks groups by rewriting
+(``...::rmsnorm[torch-cpu]::values`` -> ``rmsnorm[torch-cpu]``): xdist marks groups by rewriting
 ``item._nodeid``, which pytest 9 no longer reads, so ``xdist_group`` marks alone do nothing there.
 """
 from __future__ import annotations
@@ -32,7 +35,7 @@ class FrameworkGroupScheduling(LoadGroupScheduling):
 
     def _split_scope(self, nodeid):
         ids = parse_nodeid(nodeid)
-        return ids["framework"] if ids else super()._split_scope(nodeid)
+        return nodeid.rpartition("::")[0] if ids else super()._split_scope(nodeid)
 
     def _reschedule(self, node):
         if node not in self.registered_collections:
