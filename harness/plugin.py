@@ -16,8 +16,8 @@ import pytest
 
 from . import __version__
 from .nodeids import parse as parse_nodeid, target_name
-from .contract import (MAX_INPUT_ELEMENTS_ENV, MAX_TIMEOUT, ContractError, ContractNotFound,
-                       input_element_limit, load_contract)
+from .contract import (DEFAULT_MAX_INPUT_ELEMENTS, MAX_INPUT_ELEMENTS_ENV, MAX_TIMEOUT, ContractError,
+                       ContractNotFound, input_element_limit, load_contract)
 
 _DIST_NAMES = {"torch": ["torch"], "tensorflow": ["tensorflow", "tensorflow-cpu", "keras"],
                "jax": ["jax", "jaxlib", "flax"], "mxnet": ["mxnet"]}
@@ -47,7 +47,8 @@ def pytest_addoption(parser):
     g.addoption("--check-timeout", type=_timeout_seconds, default=None, metavar="SECONDS",
                 help="per-check timeout (default: the contract's `timeout`, else 60 s)")
     g.addoption("--max-input-elements", type=_element_count, default=None, metavar="N",
-                help=f"largest input a contract may draw, in elements (default {input_element_limit()})")
+                help=f"largest input a contract may draw, in elements (default {DEFAULT_MAX_INPUT_ELEMENTS}, "
+                f"or ${MAX_INPUT_ELEMENTS_ENV})")
     for name, kind, help_ in [
         ("conformance_contract", "linelist", "default --contract values"),
         ("conformance_impl", "string", "default --impl"),
