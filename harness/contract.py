@@ -773,7 +773,9 @@ def find_contract(name_or_path: str) -> Path:
     if p.exists():
         return p
     if p.suffix in (".yaml", ".yml") or "/" in str(name_or_path) or "\\" in str(name_or_path):
-        raise ContractNotFound(name_or_path, [(None, "(file)", "no such contract file")])
+        raise ContractNotFound(name_or_path, [(None, "(file)", (
+            f"no such contract file ({p.resolve()} does not exist; a relative path is read from the current "
+            f"directory); or give a bundled contract's name: {', '.join(bundled_contracts()) or 'none installed'}"))])
     bundled = bundled_contracts()
     if name_or_path in bundled:
         return bundled[name_or_path]
