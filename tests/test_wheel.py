@@ -66,19 +66,24 @@ def _copy_checkout(dest: Path) -> Path:
     return dest
 
 
-def _fresh_venv(path: Path) -> Path:
-    venv.create(path, with_pip=True)  # isolated: sees neither this environment nor the system's packages
-    return path / "bin" / "python"
+@pytest.fixture
+def fresh_venv(tmp_path):
+    """The python of a new venv, isolated: it sees neither this environment nor the system's packages."""
+    path = tmp_path / "venv"
+    venv.create(path, with_pip=True)
+    yield path / "bin" / "python"
+    shutil.rmtree(path, ignore_errors=True)  # about 1 GB with torch; pytest keeps its last temp dirs
 
 
-def test_wheel_in_a_fresh_venv_runs_the_readme_command(tmp_path):
+@pytest.mark.slow  # two to four minutes on two busy cores; it still runs by default
+def test_wheel_in_a_fresh_venv_runs_the_readme_command(tmp_path, fresh_venv):
     src = _copy_checkout(tmp_path / "checkout")
     env = _clean_env()
     proc, out = _run([sys.executable, "-m", "build", "--wheel", "--outdir", tmp_path / "dist", src], env=env)
     assert proc.returncode == 0, out
     (wheel,) = (tmp_path / "dist").glob("layer_conformance-*.whl")
 
-    python = _fresh_venv(tmp_path / "venv")
+    python = fresh_venv
     # --no-compile: byte-compiling torch's files on install is most of its time, and no part of this test
     proc, out = _run([python, "-m", "pip", "install", "-q", "--no-compile", f"{wheel}[torch]"], env=env)
     assert proc.returncode == 0, out
@@ -114,10 +119,10 @@ def test_wheel_in_a_fresh_venv_runs_the_readme_command(tmp_path):
     assert "path to a contract of your own (a YAML file" in out, out
 
 
-def test_editable_install_reads_the_checkout_specs(tmp_path):
+def test_editable_install_reads_the_checkout_specs(tmp_path, fresh_venv):
     src = _copy_checkout(tmp_path / "checkout")
     env = _clean_env()
-    python = _fresh_venv(tmp_path / "venv")
+    python = fresh_venv
     proc, out = _run([python, "-m", "pip", "install", "-q", "--no-compile", "-e", src], env=env)
     assert proc.returncode == 0, out
     proc, out = _run([python, "-c", "import harness.contract as c; print(c.SPECS_DIR); "
