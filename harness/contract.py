@@ -16,26 +16,50 @@ file:line when they do not.
 from __future__ import annotations
 
 import importlib
+import importlib.resources
 import importlib.util
 import json
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-SCHEMA_PATH = Path(__file__).parent / "schema" / "contract.schema.json"
-SPECS_DIR = Path(__file__).resolve().parent.parent / "specs"
+SCHEMA_PATH = importlib.resources.files("harness") / "schema" / "contract.schema.json"
 
+
+def _specs_dir() -> Path:
+    """Where the bundled contracts are.
+
+    An installed wheel carries them as package data (``harness/specs``, mapped from the repository's
+    top-level ``specs/`` at build time). A source checkout, installed editable or put on ``sys.path``,
+    reads its own ``specs/`` beside the package, so that a checkout never reads another tree's contracts.
+    """
+    packaged = importlib.resources.files("harness") / "specs"
+    if packaged.is_dir():
+        return Path(str(packaged))
+    return Path(__file__).resolve().parent.parent / "specs"
+
+
+SPECS_DIR = _specs_dir()
+
+_SCHEMA = json.loads(SCHEMA_PATH.read_text())
 # the schema is the one list of check ids a contract may name (checks:, tolerances.checks)
-CHECK_IDS = tuple(json.loads(SCHEMA_PATH.read_text())["$defs"]["check_id"]["enum"])
+CHECK_IDS = tuple(_SCHEMA["$defs"]["check_id"]["enum"])
+# the longest per-check timeout, in a contract or on the command line
+MAX_TIMEOUT = _SCHEMA["properties"]["timeout"]["maximum"]
 
 # Hostile-input bounds: far above any real contract, far below what would hang the loader.
 MAX_NODES = 100_000          # YAML nodes after alias expansion ("billion laughs")
 MAX_DEPTH = 64               # nesting of mappings and sequences
-MAX_ELEMENTS = 100_000_000   # elements of one drawn input or state slot
+MAX_ELEMENTS = 100_000_000   # elements of one state slot
 MAX_MESSAGE = 300            # characters of a value quoted back in a message
+# Elements of one drawn input: every check draws it several times, in float64 for the reference too.
+# Settable per run (--max-input-elements, or this environment variable, which executor processes inherit).
+MAX_INPUT_ELEMENTS_ENV = "CONFORMANCE_MAX_INPUT_ELEMENTS"
+DEFAULT_MAX_INPUT_ELEMENTS = 16 * 2 ** 20
 
 
 class ContractError(Exception):
@@ -199,7 +223,12 @@ def _line_for(lines: dict, at: tuple) -> int | None:
 def _field_name(at) -> str:
     out = ""
     for part in at:
-        out += f"[{part}]" if isinstance(part, int) and not isinstance(part, bool) else (f".{part}" if out else str(part))
+        if isinstance(part, int) and not isinstance(part, bool):
+            out += f"[{part}]"
+        elif not str(part).isprintable() or not str(part).strip() or any(c in str(part) for c in ".[] "):
+            out += f"[{str(part)!r}]"  # a key with a line break or a dot must not garble file:line:field
+        else:
+            out += f".{part}" if out else str(part)
     return out or "(top level)"
 
 
@@ -245,7 +274,7 @@ def _validator():
     global _schema_validator, _inlined_defs
     if _schema_validator is None:
         import jsonschema
-        schema = json.loads(SCHEMA_PATH.read_text())
+        schema = _SCHEMA
         cls = jsonschema.validators.validator_for(schema)
         cls.check_schema(schema)
         inlined, _inlined_defs = _inline_refs(schema)
@@ -282,6 +311,15 @@ def _oneof_branch(err):
     return None
 
 
+def _pattern_message(err) -> str:
+    # the schema's patterns are anchored at the very end of the value: a YAML block scalar (|) keeps
+    # its final line break, which Python's "$" alone would let through
+    what = err.schema.get("description") or f"matching {err.validator_value!r}"
+    tail = (" (it ends with a line break: write it on one line, or use |- instead of |)"
+            if err.instance.endswith(("\n", "\r")) else "")
+    return f"{err.instance!r} is not {what}{tail}"
+
+
 def _schema_problems(err, lines) -> list:
     """One jsonschema error -> (line, field, message) triples an author can act on."""
     at = tuple(err.absolute_path)
@@ -293,6 +331,8 @@ def _schema_problems(err, lines) -> list:
     if "propertyNames" in schema_path:
         # the error is about a key: point at the key's own line
         where = at + (err.instance,)
+        if err.validator == "pattern":
+            return out(where, _pattern_message(err))
         allowed = err.validator_value if err.validator == "enum" else None
         kind = _names_kind(allowed)
         return out(where, f"unknown {kind} {err.instance!r}" + (f" (known: {', '.join(map(str, allowed))})" if allowed else ""))
@@ -326,6 +366,11 @@ def _schema_problems(err, lines) -> list:
             return out(at, "a native entry is either {none: reason} or {class: module.Class, args: {...}, "
                            "state: {slot: name}}")
         return out(at, f"{err.instance!r} matches none of the allowed forms")
+    if err.validator == "pattern" and isinstance(err.instance, str):
+        return out(at, _pattern_message(err))
+    if err.validator == "maximum" and at == ("timeout",):
+        return out(at, f"{err.instance!r} s is longer than the longest timeout, {err.validator_value} s (a day): "
+                       "a check that has not finished by then has hung")
     return out(at, err.message)
 
 
@@ -420,7 +465,7 @@ def _numeric_shape(value):
         return None, "ragged: the rows have different lengths"
 
 
-def _semantic_problems(data: dict, lines: dict) -> list:
+def _semantic_problems(data: dict, lines: dict, max_input_elements: int) -> list:
     """What the schema cannot say: names that must resolve, counts that must agree."""
     problems = []
     ctor = _map(data.get("constructor"))
@@ -435,7 +480,8 @@ def _semantic_problems(data: dict, lines: dict) -> list:
             return v if _is_int(v) and v >= 0 else None
         return d if _is_int(d) and d >= 0 else (int(d) if isinstance(d, float) and d.is_integer() and d >= 0 else None)
 
-    def check_shape(shape, at):
+    def check_shape(shape, at, drawn=False):
+        """Report dimensions that do not resolve; a drawn input must also be non-empty and not too large."""
         size = 1
         for i, d in enumerate(_seq(shape)):
             if isinstance(d, str):
@@ -445,9 +491,15 @@ def _semantic_problems(data: dict, lines: dict) -> list:
                 elif not _is_int(ctor[d]) or ctor[d] < 0:
                     bad(at + (i,), f"dimension {d!r} = {ctor[d]!r} is not a non-negative integer")
             v = dim_value(d)
+            if drawn and v == 0:
+                # an empty tensor passes every elementwise comparison: the checks would be vacuous
+                named = f"dimension {d!r} = 0" if isinstance(d, str) else "dimension 0"
+                bad(at + (i,), f"{named} makes the input empty; every input needs at least one element")
             size = size * v if v is not None and size is not None else None
-        if size is not None and size > MAX_ELEMENTS:
-            bad(at, f"{size} elements is more than the {MAX_ELEMENTS} a check could allocate")
+        limit = max_input_elements if drawn else MAX_ELEMENTS
+        if size is not None and size > limit:
+            bad(at, f"{size} elements is more than the {limit} allowed per "
+                + (f"input (--max-input-elements or {MAX_INPUT_ELEMENTS_ENV} raises it)" if drawn else "state slot"))
 
     def finite(value, at):
         if isinstance(value, float) and not math.isfinite(value):
@@ -491,8 +543,11 @@ def _semantic_problems(data: dict, lines: dict) -> list:
                 got, why = _numeric_shape(inp["value"]) if isinstance(inp["value"], list) else (None, None)
                 if why:
                     bad(at + ("value",), f"literal value is {why}")
+                elif got is not None and "shape" not in inp and 0 in got:
+                    bad(at + ("value",), f"literal of shape {list(got)} is empty; every input needs at least "
+                        "one element")
                 if "shape" in inp:
-                    check_shape(inp["shape"], at + ("shape",))
+                    check_shape(inp["shape"], at + ("shape",), drawn=True)
                     want = [dim_value(d) for d in _seq(inp["shape"])]
                     if got is not None and isinstance(inp["shape"], list) and None not in want \
                             and tuple(got) != tuple(want):
@@ -501,7 +556,7 @@ def _semantic_problems(data: dict, lines: dict) -> list:
             if "shape" not in inp:
                 bad(at, "an input that is drawn needs a 'shape'")
                 continue
-            check_shape(inp["shape"], at + ("shape",))
+            check_shape(inp["shape"], at + ("shape",), drawn=True)
             check_draw(inp, at)
             if "rows" in inp:
                 rows = _seq(inp["rows"])
@@ -518,6 +573,13 @@ def _semantic_problems(data: dict, lines: dict) -> list:
                         if row.get("draw") == "literal" or "value" in row:
                             bad(at + ("rows", ri), "a row is drawn (normal, uniform, zeros, ones); "
                                 "give a literal input as a whole 'value' instead")
+
+    # the other drawn inputs: a property's and the training mode's
+    drawn = [(("properties", i, "input"), _map(prop).get("input")) for i, prop in enumerate(_seq(data.get("properties")))]
+    drawn.append((("modes", "train", "input"), _map(_map(data.get("modes")).get("train")).get("input")))
+    for at, inp in drawn:
+        if isinstance(inp, dict) and "shape" in inp:
+            check_shape(inp["shape"], at + ("shape",), drawn=True)
 
     state = _map(data.get("state"))
     slots = {}
@@ -645,7 +707,27 @@ def _installed(framework: str) -> bool:
 
 # --- loading -----------------------------------------------------------------
 
-def load_contract(path) -> Contract:
+def input_element_limit(value=None) -> int:
+    """The per-input element limit: ``value`` if given, else the environment's, else the default."""
+    if value is None:
+        raw = os.environ.get(MAX_INPUT_ELEMENTS_ENV, "").strip()
+        if not raw:
+            return DEFAULT_MAX_INPUT_ELEMENTS
+        try:
+            value = int(raw)
+        except ValueError:
+            raise ValueError(f"{MAX_INPUT_ELEMENTS_ENV}={raw!r}: expected a positive whole number of elements") from None
+    if not _is_int(value) or value < 1:
+        raise ValueError(f"max input elements {value!r}: expected a positive whole number of elements")
+    return value
+
+
+def load_contract(path, max_input_elements: int | None = None) -> Contract:
+    """Read, validate and return the contract at ``path``; raise ContractError listing every problem.
+
+    ``max_input_elements`` caps the elements of each drawn input (default: ``input_element_limit()``).
+    """
+    limit = input_element_limit(max_input_elements)
     path = Path(path)
     try:
         raw = path.read_bytes()
@@ -677,7 +759,7 @@ def load_contract(path) -> Contract:
         raise ContractError(path, [(1, "(top level)", f"a contract must be a mapping, not a {type(data).__name__}")])
 
     found = [p for err in _validator().iter_errors(data) for p in _schema_problems(err, lines)]
-    found += _semantic_problems(data, lines)
+    found += _semantic_problems(data, lines, limit)
     # a value the reader replaced has been reported already; what follows from the stand-in is noise
     problems += [p for p in found if not any(p[1] == f or p[1].startswith((f + ".", f + "[")) for f in replaced)]
     problems = list(dict.fromkeys(problems))
@@ -695,9 +777,17 @@ def find_contract(name_or_path: str) -> Path:
     if p.exists():
         return p
     if p.suffix in (".yaml", ".yml") or "/" in str(name_or_path) or "\\" in str(name_or_path):
-        raise ContractNotFound(name_or_path, [(None, "(file)", "no such contract file")])
+        raise ContractNotFound(name_or_path, [(None, "(file)", (
+            f"no such contract file ({p.resolve()} does not exist; a relative path is read from the current "
+            f"directory); or give a bundled contract's name: {', '.join(bundled_contracts()) or 'none installed'}"))])
     bundled = bundled_contracts()
     if name_or_path in bundled:
         return bundled[name_or_path]
-    raise ContractNotFound(name_or_path, [(None, "(name)", f"no bundled contract named {name_or_path!r}; "
-                                          f"known: {', '.join(bundled) or 'none'}")])
+    if bundled:
+        known = f"the bundled contracts are {', '.join(bundled)}"
+    else:  # an installation without its package data
+        known = f"this installation has no bundled contracts (none in {SPECS_DIR}): reinstall layer-conformance"
+    raise ContractNotFound(name_or_path, [(None, "(name)", (
+        f"no bundled contract named {name_or_path!r}; {known}. Give one of those names, or the path to a "
+        "contract of your own (a YAML file, e.g. --contract path/to/mylayer.yaml; see the README's "
+        "Contracts section for its keys)"))])

@@ -5,6 +5,8 @@ Node ids read like the domain and are identical on every xdist worker:
 """
 from __future__ import annotations
 
+import argparse
+import math
 import os
 import sys
 from pathlib import Path
@@ -13,7 +15,8 @@ import pytest
 
 from . import __version__
 from .nodeids import parse as parse_nodeid, target_name
-from .contract import ContractError, ContractNotFound, load_contract
+from .contract import (DEFAULT_MAX_INPUT_ELEMENTS, MAX_INPUT_ELEMENTS_ENV, MAX_TIMEOUT, ContractError,
+                       ContractNotFound, input_element_limit, load_contract)
 
 EXIT_CONTRACT_ERROR = 3  # pytest's own: 0 ok, 1 failures, 2 interrupted, 4 usage error, 5 nothing collected
 
@@ -38,11 +41,14 @@ def pytest_addoption(parser):
     g.addoption("--check", action="append", default=[], metavar="ID", help="run only these check ids")
     g.addoption("--memory-limit", type=float, default=None, metavar="GIB",
                 help="memory cap per process running checks (default 8 GiB; 0 lifts it)")
-    g.addoption("--check-timeout", type=float, default=None, metavar="SECONDS",
+    g.addoption("--check-timeout", type=_timeout_seconds, default=None, metavar="SECONDS",
                 help="per-check timeout (default: the contract's `timeout`, else 60 s)")
     g.addoption("--executor-python", action="append", default=[], metavar="FRAMEWORK=PYTHON",
                 help="the Python that runs a framework's executors, e.g. mxnet=.venv-mxnet/bin/python "
                      "(default: this one)")
+    g.addoption("--max-input-elements", type=_element_count, default=None, metavar="N",
+                help=f"largest input a contract may draw, in elements (default {DEFAULT_MAX_INPUT_ELEMENTS}, "
+                f"or ${MAX_INPUT_ELEMENTS_ENV})")
     for name, kind, help_ in [
         ("conformance_contract", "linelist", "default --contract values"),
         ("conformance_impl", "string", "default --impl"),
@@ -56,6 +62,25 @@ def pytest_addoption(parser):
         ("conformance_default_run", "bool", "run the bundled matrix when pytest gets no file arguments"),
     ]:
         parser.addini(name, help_, type=kind, default=None if kind != "bool" else False)
+
+
+def _timeout_seconds(text: str) -> float:
+    """--check-timeout: 0, a negative number, inf or nan would silently leave checks without a timeout."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not (math.isfinite(value) and 0 < value <= MAX_TIMEOUT):
+        raise argparse.ArgumentTypeError(f"{text!r}: a timeout is a number of seconds above 0 and at most "
+                                         f"{MAX_TIMEOUT:g} (a day); 0, negative, inf and nan are refused")
+    return value
+
+
+def _element_count(text: str) -> int:
+    try:
+        return input_element_limit(int(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number of elements") from None
 
 
 def _opt(config, name, ini):
@@ -139,6 +164,14 @@ class ConformanceRun:
         self.report_errors: list[str] = []
         if not self.active:
             return
+        max_elements = config.getoption("max_input_elements")
+        if max_elements is not None:
+            # processes started from here (xdist workers, executors) load contracts with the same limit
+            os.environ[MAX_INPUT_ELEMENTS_ENV] = str(max_elements)
+        try:
+            self.max_input_elements = input_element_limit(max_elements)
+        except ValueError as exc:  # a malformed environment variable
+            raise pytest.UsageError(str(exc)) from None
         try:
             state_map = targets_mod.parse_state_map(_opt(config, "state_map", "conformance_state_map"))
             self.pythons = targets_mod.parse_pythons(_opt(config, "executor_python", "conformance_executor_python"),
@@ -159,7 +192,7 @@ class ConformanceRun:
         self.contracts, broken = {}, []
         for path in self.paths:
             try:
-                self.contracts[path] = load_contract(path)
+                self.contracts[path] = load_contract(path, self.max_input_elements)
             except ContractError as exc:
                 broken.append(str(exc))
         if broken:
@@ -276,7 +309,7 @@ class ContractFile(pytest.File):
     def collect(self):
         run = self.config.stash[_RUN_KEY]
         key = str(self.path.resolve())
-        contract = run.contracts.get(key) or load_contract(self.path)
+        contract = run.contracts.get(key) or load_contract(self.path, run.max_input_elements)
         mine = run.by_path.get(key, [])
         labels = [t.impl_label for t in mine]
         for t in mine:

@@ -75,7 +75,7 @@ def test_a_file_that_is_not_text_or_not_there(tmp_path):
         load_contract(HOSTILE)  # a directory
     with pytest.raises(ContractNotFound, match="no such contract file"):
         find_contract(str(HOSTILE / "missing.yaml"))
-    with pytest.raises(ContractNotFound, match="known: .*rmsnorm"):
+    with pytest.raises(ContractNotFound, match="bundled contracts are .*rmsnorm.*path to a contract of your own"):
         find_contract("rmsnrom")
 
 
@@ -131,3 +131,49 @@ def test_cli_unknown_contract_name_is_a_usage_error():
     out = proc.stdout + proc.stderr
     assert proc.returncode == 4, out
     assert "no bundled contract named 'rmsnrom'" in out and "Traceback" not in out
+
+
+# --- bounds: each refused at load, from the command line too ------------------------------
+
+BOUNDS = ["empty_input", "huge_input", "trailing_newline", "timeout_zero", "timeout_huge"]
+
+
+@pytest.mark.parametrize("name", BOUNDS)
+def test_cli_contract_out_of_bounds_exits_3_naming_file_line_field(name, tmp_path):
+    path = HOSTILE / f"{name}.yaml"
+    proc = _pytest("--contract", str(path), cwd=tmp_path)  # the bundled matrix of installed frameworks
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 3, out
+    assert "Traceback" not in out and "collected" not in out
+    expected = _expectations(path)
+    assert expected
+    for line, fld, fragment in expected:
+        assert f"{path}:{line}: {fld}: " in out and fragment in out, out
+
+
+def test_input_element_limit_is_settable(monkeypatch):
+    path = HOSTILE / "huge_input.yaml"
+    with pytest.raises(ContractError) as info:
+        load_contract(path, max_input_elements=2 ** 25)  # the input just over 16 Mi now fits; 8e9 does not
+    assert [p[1] for p in info.value.problems] == ["cases[0].inputs.X.shape"]
+    monkeypatch.setenv("CONFORMANCE_MAX_INPUT_ELEMENTS", "31")
+    with pytest.raises(ContractError, match=r"cases\[1\].inputs.X.shape: 32 elements is more than the 31"):
+        load_contract(bundled_contracts()["centered"])
+    monkeypatch.setenv("CONFORMANCE_MAX_INPUT_ELEMENTS", "0")
+    with pytest.raises(ValueError, match="positive whole number"):
+        load_contract(bundled_contracts()["centered"])
+
+
+def test_cli_max_input_elements(tmp_path):
+    proc = _pytest("--contract", "centered", "--max-input-elements", "31", cwd=tmp_path)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 3, out
+    assert "centered.yaml:12: cases[1].inputs.X.shape: 32 elements is more than the 31 allowed per input" in out
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "inf", "nan", "1e300"])
+def test_cli_check_timeout_must_be_positive_and_finite(value, tmp_path):
+    proc = _pytest("--contract", "centered", f"--check-timeout={value}", cwd=tmp_path)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 4, out
+    assert f"argument --check-timeout: '{value}': a timeout is a number of seconds above 0" in out, out
