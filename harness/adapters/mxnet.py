@@ -23,7 +23,7 @@ _apply_shim()
 import mxnet as mx  # noqa: E402
 from mxnet import autograd, gluon  # noqa: E402
 
-from .base import Adapter  # noqa: E402
+from .base import Adapter, Unsupported  # noqa: E402
 from .walk import walk_attributes  # noqa: E402
 
 # Bookkeeping attributes of every Block (registered state lives in them).

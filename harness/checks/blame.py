@@ -32,8 +32,23 @@ class Finding:
     reason: str   # short, e.g. "'gain' is untracked"
 
 
-# Checks whose verdict is about the outputs: wrong outputs make them fail too.
-FROM_OUTPUTS = ("native", "gradients", "second_order", "forward_mode", "device_parity")
+# What a check's verdict rests on, checked in this order where the check itself fails: the layer must
+# follow the framework's mode switch (``modes``) before its outputs can be compared, and its outputs
+# must be right (``values``) before what is derived from them (native parity, gradients, forward-mode
+# tangents, cross-device parity); second derivatives rest on the first (``gradients``).
+PREREQUISITES = {
+    "serialization": ("modes",),
+    "devices": ("modes",),
+    "values": ("modes",),
+    "native": ("modes", "values"),
+    "gradients": ("modes", "values"),
+    "forward_mode": ("modes", "values"),
+    "device_parity": ("modes", "values"),
+    "second_order": ("modes", "values", "gradients"),
+}
+_WHY = {"modes": "the layer does not follow the framework's training/inference switch",
+        "values": "the outputs already differ from the reference",
+        "gradients": "the first derivatives are already wrong"}
 
 
 def state_findings(ctx) -> list[Finding]:
@@ -90,20 +105,28 @@ def blocker_for(ctx, check: str, exc: BaseException) -> CheckBlocked | None:
     symptom = getattr(exc, "message", None) or getattr(exc, "remote_text", None) or str(exc)
     try:
         findings = [f for f in state_findings(ctx) if f.check != check and not ctx.contract.skip_reason(f.check)]
-    except Exception:  # the layer cannot even be built: the check's own failure says so
+    except (CheckSkipped, CheckFailed):
         findings = []
+    except Exception as exc:  # a fresh layer cannot be built or read: ``parameters`` (which builds one) says so
+        from ..adapters.base import Unsupported
+        findings = [] if isinstance(exc, Unsupported) or ctx.contract.skip_reason("parameters") else \
+            [Finding("parameters", "a fresh layer cannot be built")]
     if check in ("parameters", "buffers"):
         findings = []   # they name state mistakes themselves; what they report is theirs
     if findings:
         by = findings[0].check
         return CheckBlocked(by, "; ".join(f.reason for f in findings if f.check == by), symptom)
-    if check in FROM_OUTPUTS and not ctx.contract.skip_reason("values"):
-        from .numerics import check_values
+    from . import CHECKS
+    for first in PREREQUISITES.get(check, ()):
+        if ctx.contract.skip_reason(first):
+            continue
         try:
-            check_values(ctx)
-        except CheckFailed as failed:
-            return CheckBlocked("values", "the outputs already differ from the reference",
-                                symptom + " | values: " + failed.message[:200])
-        except (CheckSkipped, Exception):
-            return None
+            CHECKS[first](ctx)
+        except (CheckSkipped, CheckBlocked):
+            continue
+        except Exception as exc:  # failed, or the layer raised in it
+            from ..adapters.base import Unsupported
+            if isinstance(exc, Unsupported) or getattr(exc, "origin", None) == "reference":
+                continue
+            return CheckBlocked(first, _WHY[first], symptom)
     return None

@@ -30,8 +30,6 @@ def _rms_eps_outside(X, *, gain, eps, bias=None, **_):
 
 
 def _rms_wrong_axis(X, *, gain, eps, bias=None, **_):
-    if X.ndim < 2:
-        return None
     return _bias(X / np.sqrt((X ** 2).mean(0, keepdims=True) + eps) * gain, bias)
 
 
