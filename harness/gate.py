@@ -274,7 +274,7 @@ class Comparison:
     newly_failing: list = field(default_factory=list)      # (old or None, new): failing now, not before
     newly_passing: list = field(default_factory=list)      # (old, new): failed/error -> passed
     unchanged_failing: list = field(default_factory=list)  # (old, new): failing in both
-    newly_skipped: list = field(default_factory=list)      # (old, new): passed -> skipped
+    newly_skipped: list = field(default_factory=list)      # (old, new): passed -> skipped or blocked
     disappeared: list = field(default_factory=list)        # old: in the baseline (any outcome), not in this run
 
     @property
@@ -321,8 +321,8 @@ def compare(baseline: list[dict], current: list[dict], in_scope=None) -> Compari
             (c.unchanged_failing if was in FAILING else c.newly_failing).append((o, n))
         elif now == "passed" and was in FAILING:
             c.newly_passing.append((o, n))
-        elif now == "skipped" and was == "passed":
-            c.newly_skipped.append((o, n))
+        elif now in ("skipped", "blocked") and was == "passed":
+            c.newly_skipped.append((o, n))   # blocked: not judged any more, whatever blocks it
     # whatever the outcome was: a check that no longer runs can no longer be gated
     for k in sorted(set(old) - set(new)):
         if in_scope is None or in_scope(old[k]):
@@ -539,7 +539,7 @@ def pytest_sessionfinish(session, exitstatus):
             say((f"  {tag}: {describe(new)}: {was}: {_first_line(new.get('message'))}",
                  {"red": tag == "REGRESSION", "yellow": tag != "REGRESSION"}))
         for old, new in gate.comparison.newly_skipped:
-            say((f"  REGRESSION: {describe(new)}: passed -> skipped: {_first_line(new.get('message'))}",
+            say((f"  REGRESSION: {describe(new)}: passed -> {new.get('outcome')}: {_first_line(new.get('message'))}",
                  {"red": True}))
         for old in gate.comparison.disappeared:
             say((f"  REGRESSION: {describe(old)}: {old.get('outcome')} in the baseline, not run now", {"red": True}))

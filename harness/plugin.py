@@ -385,7 +385,7 @@ class ConformanceItem(pytest.Item):
             raise CheckFailed(self.record["message"]) from None
         rec = run_check(ctx, self.check, timeout=self.config.getoption("check_timeout"))
         self._record(rec.pop("outcome"), rec.pop("message"), **{k: v for k, v in rec.items() if k != "check"})
-        if self.record["outcome"] == "skipped":
+        if self.record["outcome"] in ("skipped", "blocked"):
             pytest.skip(self.record["message"])
         if self.record["outcome"] != "passed":
             raise CheckFailed(self.record["message"])

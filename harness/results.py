@@ -9,7 +9,8 @@ from datetime import datetime, timezone
 from . import __version__
 
 SCHEMA_VERSION = 1
-OUTCOMES = ("passed", "failed", "skipped", "error")
+# blocked: not judged, because of a mistake another check names (the record's `blocked_by`)
+OUTCOMES = ("passed", "failed", "blocked", "skipped", "error")
 
 
 def environment(frameworks: dict, devices: dict, seed: int, argv=None) -> dict:
@@ -128,7 +129,7 @@ def merge(docs: list[dict]) -> dict:
     return document(list(seen.values()), env)
 
 
-SYMBOL = {"passed": "ok", "failed": "FAIL", "skipped": "skip", "error": "ERR", "n/a": "n/a", "xfail": "xfail",
+SYMBOL = {"passed": "ok", "failed": "FAIL", "skipped": "skip", "blocked": "blkd", "error": "ERR", "n/a": "n/a", "xfail": "xfail",
           "xpass": "XPASS"}
 
 

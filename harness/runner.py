@@ -17,6 +17,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from .checks import CHECKS, CheckContext, CheckFailed, CheckSkipped, unexpected_error
+from .checks.blame import CheckBlocked, blocker_for
 
 DEVICE_CHECKS = ("devices", "device_parity")
 DEFAULT_TIMEOUT = 60.0  # seconds per check; the contract's `timeout` and --check-timeout override it
@@ -116,7 +117,8 @@ def isolated_globals(adapter, notes: list):
 
 
 def run_check(ctx: CheckContext, check: str, timeout: float | None = None) -> dict:
-    """{'outcome': passed|failed|skipped|error, 'message': ..., 'details': ...} for one check.
+    """{'outcome': passed|failed|skipped|blocked|error, 'message': ..., 'details': ...} for one check.
+    ``blocked`` (with ``blocked_by``): the check's failure is a symptom of a mistake that check names.
 
     With ``ctx.session`` the code under test runs in executors and the limits are enforced from
     outside (the executor is killed); without, in this process (the harness's own unit tests).
@@ -142,8 +144,21 @@ def run_check(ctx: CheckContext, check: str, timeout: float | None = None) -> di
             rec.update(outcome="skipped", message=reason)
             return rec
         with _isolation(ctx, notes, timeout):
-            details = CHECKS[check](ctx)
+            try:
+                details = CHECKS[check](ctx)
+            except (CheckFailed, Exception) as exc:
+                if isinstance(exc, (CheckSkipped, Unsupported, ExecutorLost)) or _out_of_memory(exc) \
+                        or getattr(exc, "origin", None) == "reference":
+                    raise
+                # a symptom of a mistake another check names is reported as blocked by it
+                blocked = blocker_for(ctx, check, exc)
+                if blocked is None:
+                    raise
+                raise blocked from exc
         rec.update(outcome="passed", message="", details=_jsonable(details))
+    except CheckBlocked as exc:
+        rec.update(outcome="blocked", message=exc.message, blocked_by=exc.by,
+                   details=_jsonable({"symptom": exc.symptom}))
     except (CheckTimeout, ExecutorTimeout) as exc:
         where = _where(exc) or "(its executor was killed from outside)"
         rec.update(outcome="error", message=f"{check} timed out after {timeout:g} s (per-check timeout; set "

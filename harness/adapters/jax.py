@@ -131,6 +131,9 @@ class FrameworkAdapter(Adapter):
                               "nnx.Optimizer(wrt=nnx.Param) skip it)",
         "register_buffer": "hold it in a non-Param nnx.Variable subclass, e.g. class Buffer(nnx.Variable)",
         "not_persistent": "RNG state (nnx.RngState) is left out of the saved state",
+        "counted_as_trainable": "as an nnx.Param, nnx.grad differentiates it and nnx.Optimizer(wrt=nnx.Param) "
+                                "updates it",
+        "make_trainable": "it is held in a non-Param nnx.Variable: hold it in nnx.Param",
     }
 
     def configure_early(self):

@@ -37,6 +37,9 @@ class FrameworkAdapter(Adapter):
                               "attribute, or one in a plain list, is invisible to Keras)",
         "register_buffer": "create it with self.add_weight(..., trainable=False)",
         "not_persistent": "get_weights() leaves it out",
+        "counted_as_trainable": "it is in trainable_weights, so fit() and any optimizer given them update it",
+        "make_trainable": "it is created with add_weight(trainable=False) (or its .trainable was switched off): "
+                          "create it with trainable=True, the default",
     }
 
     def owns(self, obj) -> bool:

@@ -68,6 +68,27 @@ class CheckContext:
                     self.adapter.assign(layer, mapping[slot], value)
         return layer
 
+    def layer_at(self, state: dict):
+        """(layer, the state it holds): a fresh layer with every slot of ``state`` that it registers set;
+        a slot it does not register (an untracked attribute, or none) stays as the layer made it, taken
+        to be the contract's initial value, and the reference is evaluated there. ``parameters`` or
+        ``buffers`` name the registration mistake. The third item says what was left unset (or None)."""
+        layer = self.new_layer()
+        if layer is None or not state:
+            return layer, dict(state or {}), None
+        mapping = self.slot_map(layer)
+        held = dict(state)
+        unset = [slot for slot in state if slot not in mapping]
+        for slot, value in state.items():
+            if slot in mapping:
+                self.adapter.assign(layer, mapping[slot], value)
+        if unset:
+            init = inputs_mod.initial_state(self.contract)
+            held.update({slot: init[slot] for slot in unset})
+            return layer, held, (f"slot(s) {', '.join(map(repr, unset))} not in the layer's registered state, "
+                                 f"so not set: compared with the reference at the initial value")
+        return layer, held, None
+
     def callable(self, layer):
         return self.adapter.as_callable(self.impl) if layer is None else layer
 

@@ -63,7 +63,7 @@ def check_forward_mode(ctx):
         x = [np.asarray(ex["inputs"][n], dtype=s["dtype"]) for n, s in first.items()]
         t = [np.asarray(ex["tangents"][n], dtype=s["dtype"]) if n in ex["tangents"] else None
              for n, s in first.items()]
-        layer = ctx.new_layer(state)
+        layer, state, _ = ctx.layer_at(state)
         out, tan = push(layer, x, t, what)
         for label, got, want in (("output", out, ex["expected"]["output"]), ("tangent", tan, ex["expected"]["tangent"])):
             got = ctx.output_numpy(got, f"the {label} {what}")
@@ -77,7 +77,7 @@ def check_forward_mode(ctx):
         inputs = ctx.case_inputs(case)
         names, idx, _ = _wrt(ctx, case)
         tangents = [rng.standard_normal(a.shape).astype(a.dtype) if i in idx else None for i, a in enumerate(inputs)]
-        layer = ctx.new_layer(state)
+        layer, state, _ = ctx.layer_at(state)
         out, tan = push(layer, inputs, tangents, f"on case {case['name']!r}")
         got = ctx.output_numpy(tan, f"case {case['name']!r}: the output tangent")
         want_out = _reference_forward(ctx, inputs, state)

@@ -24,12 +24,12 @@ def _check_output(ctx, got, expected_dtype, what):
 
 def check_values(ctx):
     """Outputs against the numpy reference on every case, with nondefault state."""
-    state = inputs_mod.test_state(ctx.contract)
-    layer = ctx.new_layer(state)
-    problems, worst = [], 0.0
+    layer, state, unset = ctx.layer_at(inputs_mod.test_state(ctx.contract))
+    problems, worst, outputs = [], 0.0, []
     for case in ctx.contract.cases:
         inputs = ctx.case_inputs(case)
         got = ctx.output_numpy(ctx.run(layer, inputs), f"case {case['name']!r}: the output")
+        outputs.append((inputs, got))
         expected = _reference_forward(ctx, inputs, state)
         want_dtype = ctx.expected_dtype(inputs)
         if got.shape != expected.shape:
@@ -45,8 +45,10 @@ def check_values(ctx):
         if diff:
             problems.append(diff)
     if problems:
-        raise CheckFailed("; ".join(problems), max_abs_error=worst)
-    return {"max_abs_error": worst}
+        from .mistakes import recognize
+        known = recognize(ctx, state, outputs)
+        raise CheckFailed("; ".join(problems) + (f". {known}" if known else ""), max_abs_error=worst)
+    return {"max_abs_error": worst, **({"note": unset} if unset else {})}
 
 
 def _import_dotted(ctx, path: str):
@@ -71,8 +73,7 @@ def check_native(ctx):
     cls = _import_dotted(ctx, spec["class"])
     args = {k: ctx.contract.resolve_arg(v) for k, v in (spec.get("args") or {}).items()}
     native = ctx.adapter.build(ctx.adapter.construct_native(cls, args), ctx.first_inputs())
-    state = inputs_mod.test_state(ctx.contract)
-    ours = ctx.new_layer(state)
+    ours, state, unset = ctx.layer_at(inputs_mod.test_state(ctx.contract))
     native_names = ctx.adapter.trainable(native) | ctx.adapter.non_trainable(native)
     for slot, name in (spec.get("state") or {}).items():
         if name not in native_names:
@@ -92,7 +93,7 @@ def check_native(ctx):
             problems.append(diff)
     if problems:
         raise CheckFailed("; ".join(problems), max_abs_error=worst)
-    return {"max_abs_error": worst}
+    return {"max_abs_error": worst, **({"note": unset} if unset else {})}
 
 
 # --- gradients -------------------------------------------------------------------------
@@ -255,7 +256,7 @@ def check_gradients(ctx):
         dtypes = {n: s["dtype"] for n, s in contract.cases[0]["inputs"].items()}
         x = [np.asarray(example["inputs"][n], dtype=dtypes[n]) for n in names]
         idx = [i for i, n in enumerate(names) if n in example["expected"]]
-        layer = ctx.new_layer(state)
+        layer, state, _ = ctx.layer_at(state)
         try:
             _, grads, _ = adapter.vjp(ctx.callable(layer), layer, x, idx, np.asarray(example["cotangent"]))
         except Exception as exc:
@@ -271,7 +272,9 @@ def check_gradients(ctx):
     for case in contract.cases:
         inputs = ctx.case_inputs(case)
         names, idx, slots = _wrt(ctx, case)
-        layer = ctx.new_layer(state)
+        layer, state, unset = ctx.layer_at(state)
+        if unset and unset not in notes:
+            notes.append(unset)
         mapping = ctx.slot_map(layer) if layer is not None else {}
         expected_out = _reference_forward(ctx, inputs, state)
         cotangent = rng.standard_normal(expected_out.shape)

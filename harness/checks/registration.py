@@ -50,7 +50,7 @@ def check_serialization(ctx):
     """The framework's normal state round trip into a fresh instance gives bit-equal outputs."""
     _layers_only(ctx)
     adapter, contract = ctx.adapter, ctx.contract
-    layer = ctx.new_layer(inputs_mod.test_state(contract))
+    layer, _, _ = ctx.layer_at(inputs_mod.test_state(contract))
     mapping = ctx.slot_map(layer)
     saved = adapter.serialized_state(layer)
     problems = []

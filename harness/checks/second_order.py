@@ -60,7 +60,8 @@ def check_second_order(ctx):
         # drawn in the dtypes the framework computes in, so the reference sees the same numbers
         g = rng.standard_normal(_reference_forward(ctx, inputs, state).shape).astype(out_dtype)
         v = [rng.standard_normal(a.shape).astype(a.dtype) if i in idx else None for i, a in enumerate(inputs)]
-        layer = ctx.new_layer(state)
+        layer, state, _ = ctx.layer_at(state)
+        kw = {**contract.constructor, **state}
         try:
             got = call_adapter(ctx, "hvp", ctx.callable(layer), layer, inputs, idx, g, v)
         except (CheckSkipped, Unsupported):

@@ -52,8 +52,8 @@ def check_parameters(ctx):
                                 f"{', '.join(map(repr, loose))} ({untracked[loose[0]]}): the framework does not "
                                 f"see it, so no optimizer updates it; {adapter.hints['register_trainable']}")
             elif name is not None:
-                problems.append(f"trainable slot {slot!r} is registered as non-trainable state ({name!r}); "
-                                f"{adapter.hints['register_trainable']}")
+                problems.append(f"trainable slot {slot!r} is registered as non-trainable state ({name!r}): "
+                                f"gradients skip it and no optimizer updates it; {adapter.hints['make_trainable']}")
             else:
                 problems.append(f"trainable slot {slot!r} (shape {list(shape)}) is missing from the trainable set "
                                 f"{sorted(trainable) or '(empty)'}")
@@ -68,21 +68,36 @@ def check_parameters(ctx):
         if all(id(value) != id(v) for v in adapter.optimizer_view(layer)):
             problems.append(f"trainable slot {slot!r} is not in the optimizer's view of the layer")
 
+    # a non-trainable slot registered wrongly is ``buffers``' to name (where it runs): here it blocks
+    buffers_run = bool(contract.non_trainable) and not contract.skip_reason("buffers")
+    theirs = []
     matched = {mapping[s] for s in contract.trainable if s in mapping}
     for name in sorted(set(trainable) - matched):
         nt_slot = next((s for s in contract.non_trainable if mapping.get(s) == name), None)
-        if nt_slot:
+        if nt_slot and buffers_run:
+            theirs.append(f"{nt_slot!r} is registered as trainable")
+        elif nt_slot:
             problems.append(f"non-trainable slot {nt_slot!r} is registered as trainable ({name!r}): "
-                            f"an optimizer would update it; {adapter.hints['register_buffer']}")
+                            f"{adapter.hints['counted_as_trainable']}; {adapter.hints['register_buffer']}")
         else:
             problems.append(f"unexpected trainable state {name!r} (shape {list(trainable[name].shape)}) "
                             f"that the contract does not declare")
+    nt_loose = set()
+    if buffers_run:
+        for slot, spec in contract.non_trainable.items():
+            if mapping.get(slot) not in {**trainable, **adapter.non_trainable(layer)}:
+                nt_loose.update(_untracked_for(untracked, slot, contract.shape(spec["shape"])))
     for path, what in untracked.items():
+        if path in nt_loose:
+            continue
         if not any(path in p for p in problems):
             problems.append(f"untracked tensor attribute {path!r} ({what}): invisible to the framework's "
                             f"parameter, device and serialization machinery")
     if problems:
         raise CheckFailed("; ".join(problems))
+    if theirs:
+        from .blame import CheckBlocked
+        raise CheckBlocked("buffers", "; ".join(theirs))
 
 
 def check_buffers(ctx):
@@ -103,8 +118,8 @@ def check_buffers(ctx):
         shape = contract.shape(spec["shape"])
         name = mapping.get(slot)
         if name in trainable:
-            problems.append(f"non-trainable slot {slot!r} is registered as trainable ({name!r}): an optimizer "
-                            f"would update it; {adapter.hints['register_buffer']}")
+            problems.append(f"non-trainable slot {slot!r} is registered as trainable ({name!r}): "
+                            f"{adapter.hints['counted_as_trainable']}; {adapter.hints['register_buffer']}")
             continue
         if name not in non_trainable:
             loose = _untracked_for(untracked, slot, shape)

@@ -13,14 +13,16 @@ import re
 import shlex
 from pathlib import Path
 
-STATUS_ORDER = ("error", "failed", "xpass", "xfail", "passed", "skipped", "n/a")
+STATUS_ORDER = ("error", "failed", "xpass", "xfail", "blocked", "passed", "skipped", "n/a")
 # a cell's verdict: a symbol and a word, so it reads without colour
 LOOK = {"passed": ["\u2713", "pass"], "failed": ["\u2717", "FAIL"], "error": ["!", "ERROR"],
         "xfail": ["\u2717", "xfail"], "xpass": ["\u2713", "xpass"], "skipped": ["\u2013", "skip"],
+        "blocked": ["\u2298", "blocked"],
         "n/a": ["\u00b7", "n/a"]}
 # its counts: "7 failed · 1 passed · 6 skipped", every status by name (a bare "1/8" read as one failure)
 COUNT_WORDS = {"error": ["error", "errors"], "failed": ["failed", "failed"], "xpass": ["xpass", "xpass"],
                "xfail": ["xfail", "xfail"], "passed": ["passed", "passed"], "skipped": ["skipped", "skipped"],
+               "blocked": ["blocked", "blocked"],
                "n/a": ["n/a", "n/a"]}
 _BUNDLED_IMPL = re.compile(r"^reference_impls\.\w+\.\w+:IMPL$")
 _TOLERANCE_IN_MESSAGE = re.compile(r"allowed rtol=([^,;\s]+), atol=([^,;\s)]+)")
@@ -130,7 +132,7 @@ def build_data(doc: dict, comparison=None, baseline_name: str | None = None, tit
             "details": r.get("details") or {}, "numbers": _numbers(r), "duration": r.get("duration"),
             "nodeid": r.get("nodeid", ""), "expectation": r.get("expectation"), "change": change,
             "was": was, "repro": repro_command(r, env.get("seed"), bundled),
-            "unavailable": bool(r.get("unavailable")),
+            "unavailable": bool(r.get("unavailable")), "blocked_by": r.get("blocked_by", ""),
         })
     baseline = None
     if comparison is not None:

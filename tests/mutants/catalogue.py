@@ -1,7 +1,9 @@
-"""The mutant catalogue: broken implementations, each with the check that must catch it.
+"""The mutant catalogue: broken implementations, each with the complete set of checks it must fail.
 
-Each framework's module (``<framework>_mutants.py``) lists ``MUTANTS``; tests/test_mutants.py
-runs every entry whose framework is installed.
+Each framework's module (``<framework>_mutants.py``, ``<framework>_contracts.py``) lists ``MUTANTS``;
+tests/test_mutants.py runs every check on every entry whose framework is installed and asserts that
+exactly ``fails`` fail, exactly ``blocked`` are reported blocked (by one of ``fails``), and that the
+message of ``check`` contains ``message``.
 """
 from dataclasses import dataclass
 
@@ -11,8 +13,19 @@ class Mutant:
     framework: str
     contract: str
     impl: str          # module:attr
-    check: str         # the check id that must fail
-    message: str       # a fragment the failure message must contain (names the mistake)
+    check: str         # the check that names the mistake
+    message: str       # a fragment its failure message must contain (names the mistake)
+    also: tuple = ()   # other checks the mistake really breaks: they must fail too (independent axes)
+    blocked: tuple = ()  # checks that cannot judge the layer because of it: reported blocked, not failed
+
+    @property
+    def fails(self) -> frozenset:
+        """Every check that must fail; every other check must pass, skip or be blocked (``blocked``)."""
+        return frozenset((self.check,) + tuple(self.also))
+
+    @property
+    def target(self) -> tuple:
+        return self.framework, self.contract, self.impl
 
     @property
     def id(self):

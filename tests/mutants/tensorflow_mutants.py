@@ -27,6 +27,19 @@ class GainRawVariable(keras.layers.Layer):
         return self.gain * X * _rms(X, self.eps)
 
 
+class GainNotTrainable(keras.layers.Layer):
+    """The gain from add_weight(trainable=False): registered, saved and moved, but never trained."""
+    def __init__(self, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+
+    def build(self, X_shape):
+        self.gain = self.add_weight(name="gain", shape=(X_shape[-1],), initializer="ones", trainable=False)
+
+    def call(self, X):
+        return self.gain * X * _rms(X, self.eps)
+
+
 class GainInList(keras.layers.Layer):
     """Raw tf.Variables in a list: Keras tracks lists, but only its own Variables inside them."""
     def __init__(self, eps=1e-6):
@@ -119,6 +132,16 @@ class MaskPlainTensor(keras.layers.Layer):
         return tf.where(self.mask[:T, :T], float("-inf"), scores)
 
 
+class MaskEveryCall(keras.layers.Layer):
+    """The mask built afresh at every call: right values, but no state where the contract declares one."""
+    def __init__(self, max_len):
+        super().__init__()
+
+    def call(self, scores):
+        T = scores.shape[-1]
+        return tf.where(_triu(T), float("-inf"), scores)
+
+
 def round_ste_undecorated(X):
     """The @tf.custom_gradient decorator forgotten: tf.round has no gradient, so the tape gives None."""
     return tf.round(X)
@@ -180,26 +203,26 @@ class SetWeightsWhatFits(keras.layers.Layer):
 
 M = "tests.mutants.tensorflow_mutants"
 MUTANTS = [
-    Mutant("tensorflow", "rmsnorm", f"{M}:DeviceDependent", "device_parity", "output on CPU:1 vs cpu"),
-    Mutant("tensorflow", "rmsnorm", f"{M}:GainRawVariable", "parameters", "untracked attribute 'gain'"),
-    Mutant("tensorflow", "rmsnorm", f"{M}:GainRawVariable", "parameters", "self.add_weight(...) in build()"),
-    Mutant("tensorflow", "rmsnorm", f"{M}:GainInList", "parameters", "untracked attribute 'gains[0]'"),
+    Mutant("tensorflow", "rmsnorm", f"{M}:DeviceDependent", "device_parity", "output on CPU:1 vs cpu", also=('devices',)),
+    Mutant("tensorflow", "rmsnorm", f"{M}:GainRawVariable", "parameters", "untracked attribute 'gain'", blocked=('composition', 'serialization', 'devices', 'gradients')),
+    Mutant("tensorflow", "rmsnorm", f"{M}:GainRawVariable", "parameters", "self.add_weight(...) in build()", blocked=('composition', 'serialization', 'devices', 'gradients')),
+    Mutant("tensorflow", "rmsnorm", f"{M}:GainNotTrainable", "parameters",
+           "it is created with add_weight(trainable=False)", blocked=('gradients',)),
+    Mutant("tensorflow", "causal_mask", f"{M}:MaskEveryCall", "buffers",
+           "non-trainable slot 'mask' is missing from the layer's state", blocked=('serialization',)),
+    Mutant("tensorflow", "rmsnorm", f"{M}:GainInList", "parameters", "untracked attribute 'gains[0]'", blocked=('composition', 'serialization', 'devices', 'gradients')),
     Mutant("tensorflow", "rmsnorm", f"{M}:GainInCall", "parameters",
-           "All state must be created in the `__init__()` method or in the `build()` method"),
-    Mutant("tensorflow", "rmsnorm", f"{M}:EpsOutsideSqrt", "values", "case 'edge_rows'"),
-    Mutant("tensorflow", "rmsnorm", f"{M}:WrongAxis", "values", "case 'random': mismatched elements"),
-    Mutant("tensorflow", "causal_mask", f"{M}:MaskTrainable", "buffers", "is registered as trainable"),
-    Mutant("tensorflow", "causal_mask", f"{M}:MaskTrainable", "buffers", "add_weight(..., trainable=False)"),
-    Mutant("tensorflow", "causal_mask", f"{M}:MaskPlainTensor", "buffers", "held as a plain attribute 'mask'"),
-    Mutant("tensorflow", "causal_mask", f"{M}:MaskPlainTensor", "serialization",
-           "cannot find state slot(s) 'mask' in the layer (its state: empty)"),
+           "All state must be created in the `__init__()` method or in the `build()` method", blocked=('composition', 'serialization', 'devices', 'device_parity', 'values', 'native', 'gradients', 'strict_loading', 'properties')),
+    Mutant("tensorflow", "rmsnorm", f"{M}:EpsOutsideSqrt", "values", "case 'edge_rows'", also=('properties',), blocked=('native', 'gradients')),
+    Mutant("tensorflow", "rmsnorm", f"{M}:WrongAxis", "values", "case 'random': mismatched elements", also=('properties',), blocked=('native', 'gradients')),
+    Mutant("tensorflow", "causal_mask", f"{M}:MaskTrainable", "buffers", "is registered as trainable", blocked=('parameters',)),
+    Mutant("tensorflow", "causal_mask", f"{M}:MaskTrainable", "buffers", "add_weight(..., trainable=False)", blocked=('parameters',)),
+    Mutant("tensorflow", "causal_mask", f"{M}:MaskPlainTensor", "buffers", "held as a plain attribute 'mask'", blocked=('serialization', 'devices')),
     Mutant("tensorflow", "round_ste", f"{M}:round_ste_undecorated", "gradients", "no gradient reached 'w'"),
-    Mutant("tensorflow", "round_ste", f"{M}:ste_reads_variable", "gradients",
-           "TypeError: @tf.custom_gradient grad_fn must accept keyword argument 'variables'"),
+    Mutant("tensorflow", "round_ste", f"{M}:ste_reads_variable", "values",
+           "TypeError: @tf.custom_gradient grad_fn must accept keyword argument 'variables'", also=("devices",), blocked=('device_parity', 'gradients')),
     Mutant("tensorflow", "round_ste", f"{M}:ste_doubled", "gradients", "2x the expected"),
     Mutant("tensorflow", "rmsnorm", f"{M}:GainPinnedToCPU0", "devices", "'gain' on CPU:0"),
-    Mutant("tensorflow", "rmsnorm", f"{M}:GainRawVariable", "devices", "untracked attribute 'gain'"),
-    Mutant("tensorflow", "causal_mask", f"{M}:MaskPlainTensor", "devices", "untracked attribute 'mask' (tensor [8, 8])"),
     Mutant("tensorflow", "rmsnorm", f"{M}:SetWeightsWhatFits", "strict_loading",
            "a saved state without slot 'gain' loaded strictly without an error: the layer's load ignores missing keys"),
 ]

@@ -75,6 +75,38 @@ class MaskPlainAttribute(nn.Module):
         return scores.masked_fill(self.mask[:T, :T], float("-inf"))
 
 
+class MaskEveryCall(nn.Module):
+    """The mask built afresh at every call: right values, but no state where the contract declares one."""
+    def __init__(self, max_len):
+        super().__init__()
+
+    def forward(self, scores):
+        T = scores.shape[-1]
+        return scores.masked_fill(_triu(T).to(scores.device), float("-inf"))
+
+
+class MaskBuffer(nn.Module):
+    """Right (a near miss for the mask mutants): a persistent buffer."""
+    def __init__(self, max_len):
+        super().__init__()
+        self.register_buffer("mask", _triu(max_len))
+
+    def forward(self, scores):
+        T = scores.shape[-1]
+        return scores.masked_fill(self.mask[:T, :T], float("-inf"))
+
+
+class GainAsBuffer(nn.Module):
+    """The gain registered as a buffer: saved and moved, but not a parameter, so never trained."""
+    def __init__(self, d, eps=1e-6):
+        super().__init__()
+        self.register_buffer("gain", torch.ones(d))
+        self.eps = eps
+
+    def forward(self, X):
+        return self.gain * X * X.pow(2).mean(-1, keepdim=True).add(self.eps).rsqrt()
+
+
 class MaskNotPersistent(nn.Module):
     """register_buffer(..., persistent=False): moves, but is missing from state_dict (pytorch#105233)."""
     def __init__(self, max_len):
@@ -129,18 +161,19 @@ class LoadIgnoresKeys(nn.Module):
 
 M = "tests.mutants.torch_mutants"
 MUTANTS = [
-    Mutant("torch", "rmsnorm", f"{M}:GainPlainTensor", "parameters", "untracked attribute 'gain'"),
-    Mutant("torch", "rmsnorm", f"{M}:GainInList", "parameters", "untracked attribute 'weights[0]'"),
-    Mutant("torch", "rmsnorm", f"{M}:EpsOutsideSqrt", "values", "case 'edge_rows'"),
-    Mutant("torch", "rmsnorm", f"{M}:WrongAxis", "values", "case 'random': mismatched elements"),
-    Mutant("torch", "causal_mask", f"{M}:MaskAsParameter", "buffers", "is registered as trainable"),
-    Mutant("torch", "causal_mask", f"{M}:MaskPlainAttribute", "buffers", "held as a plain attribute 'mask'"),
-    Mutant("torch", "causal_mask", f"{M}:MaskNotPersistent", "buffers", "not in the saved state"),
-    Mutant("torch", "causal_mask", f"{M}:MaskNotPersistent", "serialization", "'mask' is missing from the saved state"),
+    Mutant("torch", "rmsnorm", f"{M}:GainPlainTensor", "parameters", "untracked attribute 'gain'", blocked=('composition', 'serialization', 'devices', 'gradients')),
+    Mutant("torch", "rmsnorm", f"{M}:GainInList", "parameters", "untracked attribute 'weights[0]'", blocked=('composition', 'serialization', 'devices', 'gradients')),
+    Mutant("torch", "rmsnorm", f"{M}:EpsOutsideSqrt", "values", "case 'edge_rows'", also=('properties',), blocked=('native', 'gradients')),
+    Mutant("torch", "rmsnorm", f"{M}:WrongAxis", "values", "case 'random': mismatched elements", also=('properties',), blocked=('native', 'gradients')),
+    Mutant("torch", "causal_mask", f"{M}:MaskAsParameter", "buffers", "is registered as trainable", blocked=('parameters',)),
+    Mutant("torch", "causal_mask", f"{M}:MaskPlainAttribute", "buffers", "held as a plain attribute 'mask'", blocked=('serialization', 'devices')),
+    Mutant("torch", "causal_mask", f"{M}:MaskNotPersistent", "buffers", "not in the saved state", blocked=('serialization',)),
+    Mutant("torch", "causal_mask", f"{M}:MaskEveryCall", "buffers", "non-trainable slot 'mask' is missing from the "
+           "layer's state", blocked=("serialization",)),
+    Mutant("torch", "rmsnorm", f"{M}:GainAsBuffer", "parameters", "registered as non-trainable state ('gain'): "
+           "gradients skip it and no optimizer updates it; it is a buffer", blocked=("gradients",)),
     Mutant("torch", "round_ste", f"{M}:ste_forward_called_directly", "gradients", "backward rule never ran"),
     Mutant("torch", "round_ste", f"{M}:STEDoubled", "gradients", "2x the expected"),
-    Mutant("torch", "rmsnorm", f"{M}:GainPlainTensor", "devices", "untracked attribute 'gain'"),
-    Mutant("torch", "causal_mask", f"{M}:MaskPlainAttribute", "devices", "untracked attribute 'mask' (tensor [8, 8]) was not moved"),
     Mutant("torch", "rmsnorm", f"{M}:LoadIgnoresKeys", "strict_loading",
            "a saved state without slot 'gain' loaded strictly without an error: the layer's load ignores missing keys"),
 ]

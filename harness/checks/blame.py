@@ -1,0 +1,132 @@
+"""One mistake, one failing check: which check names a mistake, and which others it blocks.
+
+A layer whose state is registered wrongly (a slot held as a plain attribute, a mask registered as
+trainable, a buffer left out of the saved state) is named by ``parameters`` or ``buffers``. Every
+other check first runs on what it can (``CheckContext.layer_at`` leaves a slot it cannot set at its
+initial value and compares with the reference there); where it still fails, its failure is a
+symptom of that mistake, and it is reported as blocked by the check that names it. Likewise a check
+derived from the outputs (``native``, ``gradients``...) is blocked by ``values`` when the outputs
+themselves are wrong.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .base import CheckFailed, CheckSkipped
+
+
+class CheckBlocked(Exception):
+    """The check could not judge the layer because of a mistake another check names."""
+
+    def __init__(self, by: str, reason: str, symptom: str = ""):
+        super().__init__(f"not run: blocked by {by} ({reason})")
+        self.message = f"not run: blocked by {by} ({reason})"
+        self.by = by
+        self.reason = reason
+        self.symptom = symptom
+
+
+@dataclass(frozen=True)
+class Finding:
+    check: str    # the check that names it
+    reason: str   # short, e.g. "'gain' is untracked"
+
+
+# What a check's verdict rests on, checked in this order where the check itself fails: the layer must
+# follow the framework's mode switch (``modes``) before its outputs can be compared, and its outputs
+# must be right (``values``) before what is derived from them (native parity, gradients, forward-mode
+# tangents, cross-device parity); second derivatives rest on the first (``gradients``).
+PREREQUISITES = {
+    "serialization": ("modes",),
+    "devices": ("modes",),
+    "values": ("modes",),
+    "native": ("modes", "values"),
+    "gradients": ("modes", "values"),
+    "forward_mode": ("modes", "values"),
+    "device_parity": ("modes", "values"),
+    "second_order": ("modes", "values", "gradients"),
+}
+_WHY = {"modes": "the layer does not follow the framework's training/inference switch",
+        "values": "the outputs already differ from the reference",
+        "gradients": "the first derivatives are already wrong"}
+
+
+def state_findings(ctx) -> list[Finding]:
+    """Registration mistakes in a fresh layer, each with the check that reports it (the same conditions
+    as ``parameters`` and ``buffers``)."""
+    if ctx.is_function:
+        return []
+    from .state import _untracked_for
+    adapter, contract = ctx.adapter, ctx.contract
+    layer = ctx.new_layer()
+    trainable, non_trainable = adapter.trainable(layer), adapter.non_trainable(layer)
+    untracked = adapter.untracked(layer)
+    mapping = ctx.slot_map(layer)
+    out: list[Finding] = []
+    named: set = set()
+    for slot, spec in contract.trainable.items():
+        name = mapping.get(slot)
+        if name in trainable:
+            continue
+        loose = _untracked_for(untracked, slot, contract.shape(spec["shape"]))
+        named.update(loose)
+        if loose:
+            out.append(Finding("parameters", f"{slot!r} is untracked"))
+        elif name is not None:
+            out.append(Finding("parameters", f"{slot!r} is registered as non-trainable"))
+        else:
+            out.append(Finding("parameters", f"{slot!r} is missing"))
+    buffers_run = bool(contract.non_trainable) and not contract.skip_reason("buffers")
+    saved = None
+    for slot, spec in contract.non_trainable.items():
+        name = mapping.get(slot)
+        owner = "buffers" if buffers_run else "parameters"
+        if name in trainable:
+            out.append(Finding(owner, f"{slot!r} is registered as trainable"))
+            continue
+        if name not in non_trainable:
+            loose = _untracked_for(untracked, slot, contract.shape(spec["shape"]))
+            if buffers_run:
+                named.update(loose)
+                out.append(Finding("buffers", f"{slot!r} is {'untracked' if loose else 'missing'}"))
+            continue
+        if buffers_run:
+            saved = adapter.serialized_state(layer) if saved is None else saved
+            if name not in saved:
+                out.append(Finding("buffers", f"{slot!r} is not in the saved state"))
+    for path in untracked:
+        if path not in named and not any(path in f.reason for f in out):
+            out.append(Finding("parameters", f"{path!r} is an untracked tensor attribute"))
+    return out
+
+
+def blocker_for(ctx, check: str, exc: BaseException) -> CheckBlocked | None:
+    """The CheckBlocked that ``check``'s failure ``exc`` becomes, or None (it fails in its own right)."""
+    symptom = getattr(exc, "message", None) or getattr(exc, "remote_text", None) or str(exc)
+    try:
+        findings = [f for f in state_findings(ctx) if f.check != check and not ctx.contract.skip_reason(f.check)]
+    except (CheckSkipped, CheckFailed):
+        findings = []
+    except Exception as exc:  # a fresh layer cannot be built or read: ``parameters`` (which builds one) says so
+        from ..adapters.base import Unsupported
+        findings = [] if isinstance(exc, Unsupported) or ctx.contract.skip_reason("parameters") else \
+            [Finding("parameters", "a fresh layer cannot be built")]
+    if check in ("parameters", "buffers"):
+        findings = []   # they name state mistakes themselves; what they report is theirs
+    if findings:
+        by = findings[0].check
+        return CheckBlocked(by, "; ".join(f.reason for f in findings if f.check == by), symptom)
+    from . import CHECKS
+    for first in PREREQUISITES.get(check, ()):
+        if ctx.contract.skip_reason(first):
+            continue
+        try:
+            CHECKS[first](ctx)
+        except (CheckSkipped, CheckBlocked):
+            continue
+        except Exception as exc:  # failed, or the layer raised in it
+            from ..adapters.base import Unsupported
+            if isinstance(exc, Unsupported) or getattr(exc, "origin", None) == "reference":
+                continue
+            return CheckBlocked(first, _WHY[first], symptom)
+    return None
