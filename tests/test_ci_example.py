@@ -12,6 +12,7 @@ for the few forms the workflow uses; any other form fails the test, so the workf
 """
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import json
 import os
@@ -215,12 +216,13 @@ def _user_repo(path: Path) -> Path:
     (path / "layers" / "plain.py").write_text(PLAIN)
     (path / "refs").mkdir()
     (path / "refs" / "__init__.py").write_text("")
-    shutil.copy(ROOT / "reference_impls" / "numpy" / "log1pexp.py", path / "refs" / "log1pexp.py")
+    # the user's own contract and numpy reference: copies of the bundled log1pexp ones
+    from harness.contract import find_contract
+    contract = find_contract("log1pexp").read_text()
+    module = yaml.safe_load(contract)["reference"]["module"]
+    shutil.copy(importlib.util.find_spec(module).origin, path / "refs" / "log1pexp.py")
     (path / "conformance").mkdir()
-    contract = (ROOT / "specs" / "log1pexp.yaml").read_text()
-    assert "reference_impls.numpy.log1pexp" in contract
-    (path / "conformance" / "log1pexp.yaml").write_text(contract.replace("reference_impls.numpy.log1pexp",
-                                                                         "refs.log1pexp"))
+    (path / "conformance" / "log1pexp.yaml").write_text(contract.replace(module, "refs.log1pexp"))
     (path / "conformance" / "bindings.yaml").write_text(
         "- {contract: conformance/log1pexp.yaml, impl: 'layers.activations:Log1pExp'}\n"
         "- {contract: conformance/log1pexp.yaml, impl: 'layers.plain:log1pexp', framework: torch}\n")
@@ -302,6 +304,7 @@ def test_push_to_main_runs_three_shards_and_one_merge(ci):
     merged = json.loads((actions.artifacts / "conformance-results" / "results.json").read_text())["results"]
     assert sorted(r["nodeid"] for r in merged) == sorted(r["nodeid"] for s in shards for r in s)
     assert {r["impl"] for r in merged} == {"layers.activations:Log1pExp", "layers.plain:log1pexp"}
+    assert all(r["nodeid"].startswith("conformance/log1pexp.yaml::log1pexp[") for r in merged), "ids in repo terms"
     assert not [r for r in merged if r["outcome"] in ("failed", "error")]
     assert any(r["check"] == "gradients" and r["outcome"] == "passed" for r in merged)
     assert "gate: passed" in _step(jobs["merge"][0], "harness merge")["output"]
