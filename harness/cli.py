@@ -1,10 +1,15 @@
 """Command line: ``python -m harness report|merge``.
 
     python -m harness report RESULTS.json [MORE.json ...] -o out.html [--baseline OLD.json]
-    python -m harness merge A.json B.json [...] -o C.json
+    python -m harness merge A.json B.json [...] -o C.json [--gate] [--baseline OLD.json] [--html out.html]
     python -m harness summary RESULTS.json [MORE.json ...]
 
-Exit codes: 0 done, 4 usage error (bad arguments, unreadable or conflicting results files).
+``merge`` joins the results of separate runs (framework environments, CI shards) and, with ``--gate``
+or ``--baseline``, gives the verdict a single run would have given: the shards of a split run are
+gated together here, since each shard alone sees only part of the matrix.
+
+Exit codes: 0 done (gated: conformant, or no regressions), 1 gated: failures or regressions,
+4 usage error (bad arguments, unreadable or conflicting results files).
 """
 from __future__ import annotations
 
@@ -48,11 +53,41 @@ def _report(args) -> int:
 
 
 def _merge(args) -> int:
+    from .gate import FAILING, compare, describe, load_results_file
     doc = _load_all(args.results)
+    baseline = load_results_file(args.baseline) if args.baseline else None
     out = Path(args.output)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(doc, indent=2) + "\n")
+    out.write_text(json.dumps(doc, indent=2) + "\n")   # written before the verdict: results are never lost
     print(f"merged {len(args.results)} file(s), {len(doc['results'])} records: {out}")
+    records = doc["results"]
+    comparison = compare(baseline["results"], records) if baseline else None
+    if args.html:
+        from .report import write_html
+        path = write_html(args.html, doc, baseline=baseline, comparison=comparison, baseline_name=args.baseline)
+        print(f"conformance html: {path}")
+    if not (args.gate or baseline):
+        return 0
+    if comparison is not None:
+        # every baseline check counts: a shard whose results are missing shows as checks no longer run
+        print(f"baseline {args.baseline}: {comparison.summary()}")
+        failing = comparison.regressions
+        for r in failing:
+            was = "passed in the baseline, not run now" if r in comparison.disappeared else r["outcome"]
+            print(f"  REGRESSION: {describe(r)}: {was}")
+    else:
+        failing = [r for r in records if r.get("outcome") in FAILING and not r.get("expected")]
+        for r in failing:
+            print(f"  {r['outcome'].upper()}: {describe(r)}")
+    xpassed = [r for r in records if r.get("unexpectedly_passed")] if args.strict_expectations else []
+    for r in xpassed:
+        print(f"  XPASS(strict): {describe(r)}: expected to fail, now passes")
+    if failing or xpassed:
+        what = "regression(s) against the baseline" if comparison is not None else "failing check(s)"
+        print(f"gate: {len(failing)} {what}" + (f", {len(xpassed)} expected failure(s) now passing" if xpassed else "")
+              + " (exit 1)")
+        return 1
+    print("gate: passed" + (" (no regressions against the baseline)" if comparison is not None else ""))
     return 0
 
 
@@ -74,6 +109,13 @@ def main(argv=None) -> int:
     mrg = sub.add_parser("merge", help="combine results files (e.g. from separate framework environments)")
     mrg.add_argument("results", nargs="+", metavar="RESULTS.json")
     mrg.add_argument("-o", "--output", required=True, metavar="OUT.json")
+    mrg.add_argument("--gate", action="store_true",
+                     help="exit 1 when a merged check fails or errors without an expectations entry")
+    mrg.add_argument("--baseline", metavar="OLD.json",
+                     help="gate on regressions against this results file instead (implies --gate)")
+    mrg.add_argument("--strict-expectations", action="store_true",
+                     help="with --gate: an expected failure that now passes fails the gate")
+    mrg.add_argument("--html", metavar="OUT.html", help="also write the HTML report of the merged results")
     summ = sub.add_parser("summary", help="print the summary table (one row per target, one column per check)")
     summ.add_argument("results", nargs="+", metavar="RESULTS.json")
     args = parser.parse_args(argv)
