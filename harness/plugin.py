@@ -32,7 +32,10 @@ def pytest_addoption(parser):
                 help="devices the checks run on (default cpu; the devices check also uses virtual devices)")
     g.addoption("--state-map", action="append", default=[], metavar="SLOT=NAME",
                 help="map a contract state slot onto the layer's own name, e.g. gain=weight")
-    g.addoption("--bindings", metavar="FILE", help="YAML list of {contract, impl[, framework, state_map]}")
+    g.addoption("--arg-map", action="append", default=[], metavar="ARG=NAME",
+                help="map a contract constructor argument onto the layer's own, e.g. d=dim")
+    g.addoption("--bindings", metavar="FILE",
+                help="YAML list of {contract, impl[, framework, state_map, arg_map]}")
     g.addoption("--conformance-json", metavar="PATH", help="write the results file here")
     g.addoption("--changed-since", metavar="REV",
                 help="with --bindings: only the entries whose implementation, a module it imports, its contract or "
@@ -55,6 +58,7 @@ def pytest_addoption(parser):
         ("conformance_framework", "linelist", "default --framework values"),
         ("conformance_device", "string", "default --device"),
         ("conformance_state_map", "linelist", "default --state-map values"),
+        ("conformance_arg_map", "linelist", "default --arg-map values"),
         ("conformance_bindings", "string", "default --bindings"),
         ("conformance_json", "string", "default --conformance-json"),
         ("conformance_seed", "string", "default --seed"),
@@ -176,7 +180,8 @@ class ConformanceRun:
             state_map = targets_mod.parse_state_map(_opt(config, "state_map", "conformance_state_map"))
             self.pythons = targets_mod.parse_pythons(_opt(config, "executor_python", "conformance_executor_python"),
                                                      str(config.rootpath))
-            self.targets = targets_mod.plan(contracts, impl, bindings, frameworks, state_map,
+            arg_map = targets_mod.parse_arg_map(_opt(config, "arg_map", "conformance_arg_map"))
+            self.targets = targets_mod.plan(contracts, impl, bindings, frameworks, state_map, arg_map=arg_map,
                                             changed_since=config.getoption("changed_since"), pythons=self.pythons)
         except targets_mod.UsageError as exc:
             raise pytest.UsageError(str(exc)) from None
@@ -345,7 +350,8 @@ class TargetNode(pytest.Collector):
         from .runner import context_for
         run = self.config.stash[_RUN_KEY]
         return context_for(self.contract, self.target.impl, self.target.framework, device=self.device,
-                           seed=run.seed, state_map=self.target.state_map, impl_name=self.target.impl,
+                           seed=run.seed, state_map=self.target.state_map, arg_map=self.target.arg_map,
+                           impl_name=self.target.impl,
                            session=run.session)
 
 
@@ -378,8 +384,12 @@ class ConformanceItem(pytest.Item):
             self._record("skipped", f"not applicable in {target.framework}: {reason}", not_applicable=True)
             pytest.skip(self.record["message"])
         from .executor import LoadFailed
+        from .executor.session import UsageProblem
         try:
             ctx = self.parent.context()
+        except UsageProblem as exc:  # the binding, not the layer: the run exits 4
+            self._record("error", f"usage error: {exc}", usage_error=True)
+            raise CheckFailed(self.record["message"]) from None
         except LoadFailed as exc:
             self._record("error", str(exc))
             raise CheckFailed(self.record["message"]) from None
@@ -502,6 +512,8 @@ def pytest_sessionfinish(session, exitstatus):
     if not run or not run.active or _is_worker(session.config):
         return
     completeness = _account_for_the_plan(session, run)
+    if any(r.get("usage_error") for r in run.results) and session.exitstatus in (0, 1):
+        session.exitstatus = pytest.ExitCode.USAGE_ERROR  # a binding that does not fit its layer
     _write_results(run, completeness)
     for option, path, write in run.reports:
         try:

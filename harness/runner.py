@@ -218,18 +218,21 @@ def _where(exc) -> str:
 
 
 def context_for(contract, impl, framework: str, device: str = "cpu", seed: int = 0, state_map=None,
-                impl_name: str = "", session=None) -> CheckContext:
+                impl_name: str = "", session=None, arg_map=None) -> CheckContext:
     """A check context. ``impl`` is an object (checked in this process) or, with ``session``, a
     ``module:attr`` string imported and checked in an executor (raises ``LoadFailed``)."""
     if session is not None:
-        handle, notes = session.load(framework, impl)
+        arg_map = dict(arg_map or {})
+        constructor = {arg_map.get(k, k): v for k, v in contract.constructor.items()} \
+            if contract.kind == "layer" else None
+        handle, notes = session.load(framework, impl, constructor)
         return CheckContext(contract=contract, adapter=session.adapter(framework), impl=handle,
                             impl_name=impl_name or impl, device=device, seed=seed,
-                            state_map=dict(state_map or {}), session=session, notes=list(notes))
+                            state_map=dict(state_map or {}), session=session, notes=list(notes), arg_map=arg_map)
     from .adapters import get_adapter
     return CheckContext(contract=contract, adapter=get_adapter(framework), impl=impl,
                         impl_name=impl_name or getattr(impl, "__qualname__", repr(impl)), device=device,
-                        seed=seed, state_map=dict(state_map or {}))
+                        seed=seed, state_map=dict(state_map or {}), arg_map=dict(arg_map or {}))
 
 
 def check_all(contract, impl, framework: str, checks=None, timeout=None, **kw) -> dict[str, dict]:

@@ -32,6 +32,7 @@ class Target:
     framework: str
     bundled: bool = False
     state_map: dict = field(default_factory=dict)
+    arg_map: dict = field(default_factory=dict)   # contract constructor argument -> the layer's own name
     file: str | None = None    # where the implementation's module was imported from, when known
 
     @property
@@ -61,15 +62,20 @@ def resolve_impl(spec: str):
     return obj
 
 
-def parse_state_map(items) -> dict:
+def parse_state_map(items, option="--state-map", example="gain=weight") -> dict:
     out = {}
     for item in items or []:
         for pair in str(item).replace(",", " ").split():
             if "=" not in pair:
-                raise UsageError(f"--state-map {pair!r}: expected SLOT=NAME, e.g. gain=weight")
+                raise UsageError(f"{option} {pair!r}: expected CONTRACT_NAME=LAYER_NAME, e.g. {example}")
             slot, name = pair.split("=", 1)
             out[slot.strip()] = name.strip()
     return out
+
+
+def parse_arg_map(items) -> dict:
+    """``--arg-map d=dim``: the contract's constructor argument ``d`` is the layer's ``dim``."""
+    return parse_state_map(items, "--arg-map", "d=dim")
 
 
 def parse_pythons(items, root: str) -> dict:
@@ -413,7 +419,9 @@ class Targets(list):
 
 
 def plan(contracts: list[str], impl: str | None, bindings: str | None, frameworks: list[str],
-         state_map: dict, changed_since: str | None = None, pythons: dict | None = None) -> list[Target]:
+         state_map: dict, changed_since: str | None = None, pythons: dict | None = None,
+         arg_map: dict | None = None) -> list[Target]:
+    arg_map = arg_map or {}
     pythons = pythons or {}
     for fw in frameworks:
         if fw not in adapters.FRAMEWORKS:
@@ -439,13 +447,14 @@ def plan(contracts: list[str], impl: str | None, bindings: str | None, framework
         for e in entries:
             fw, file = (e["framework"], None) if e.get("framework") else _framework_for(e["impl"], frameworks, pythons)
             targets.append(Target(str(find_contract(e["contract"])), e["impl"], fw, file=file,
-                                  state_map={**state_map, **parse_state_map(e.get("state_map", []))}))
+                                  state_map={**state_map, **parse_state_map(e.get("state_map", []))},
+                                  arg_map={**arg_map, **parse_arg_map(e.get("arg_map", []))}))
         return targets
     if impl:
         if len(contracts) != 1:
             raise UsageError("--impl needs exactly one --contract (use --bindings for several)")
         fw, file = _framework_for(impl, frameworks, pythons)
-        return [Target(str(find_contract(contracts[0])), impl, fw, state_map=state_map, file=file)]
+        return [Target(str(find_contract(contracts[0])), impl, fw, state_map=state_map, file=file, arg_map=arg_map)]
     # the embedded default: bundled matrix
     chosen = [find_contract(c) for c in contracts] if contracts else list(bundled_contracts().values())
     for fw in frameworks or list(adapters.FRAMEWORKS):

@@ -42,6 +42,11 @@ class CheckContext:
     state_map: dict = field(default_factory=dict)
     session: Any = None            # the executors, when the code under test runs in another process
     notes: list = field(default_factory=list)  # what loading the implementation noted
+    arg_map: dict = field(default_factory=dict)  # contract constructor argument -> the layer's own name
+
+    def constructor_args(self, extra: dict | None = None) -> dict:
+        """The contract's constructor arguments (and ``extra``) under the layer's own names (--arg-map)."""
+        return {self.arg_map.get(k, k): v for k, v in {**self.contract.constructor, **(extra or {})}.items()}
 
     @property
     def is_function(self) -> bool:
@@ -59,7 +64,7 @@ class CheckContext:
         """A fresh, built layer (None for a function contract), optionally with slot values set."""
         if self.is_function:
             return None
-        layer = self.adapter.construct(self.impl, self.contract.constructor)
+        layer = self.adapter.construct(self.impl, self.constructor_args())
         layer = self.adapter.build(layer, self.first_inputs())
         if state:
             mapping = self.slot_map(layer, strict=strict)
@@ -106,7 +111,7 @@ class CheckContext:
             return lambda: self.new_layer(state, strict=False)
         from ..executor import Rebuild
         mapping = self.slot_map(like)
-        return Rebuild(self.impl, self.contract.constructor, self.first_inputs(),
+        return Rebuild(self.impl, self.constructor_args(), self.first_inputs(),
                        {mapping[s]: v for s, v in state.items() if s in mapping})
 
     def import_native(self, path: str):

@@ -81,7 +81,7 @@ def check_strict_loading(ctx):
             raise CheckFailed("; ".join(problems), **details)
         return details
     adapter, contract = ctx.adapter, ctx.contract
-    variant_args = {**contract.constructor, **spec["variant"]}
+    variant_args = ctx.constructor_args(spec["variant"])
     variant_text = ", ".join(f"{k}={v!r}" for k, v in spec["variant"].items())
 
     def variant():

@@ -18,6 +18,11 @@ class LoadFailed(Exception):
     """The implementation under test could not be imported; every check of its target says why."""
 
 
+class UsageProblem(LoadFailed):
+    """The binding does not fit the implementation (its constructor cannot take the contract's
+    arguments): the user's to fix on the command line, not a layer failure (exit 4)."""
+
+
 class Session:
     def __init__(self, pythons: dict | None = None, memory_limit_gib: float | None = None):
         self.pythons = dict(pythons or {})
@@ -26,6 +31,7 @@ class Session:
         self.native: dict[str, Executor] = {}
         self.loaded: dict = {}        # (framework, spec) -> (process number, impl handle, notes)
         self.failed: dict = {}        # (framework, spec) -> why it cannot be loaded
+        self.usage: dict = {}         # ((framework, spec), constructor) -> why the binding does not fit
         self.current: dict = {}       # framework -> spec of the target its executor holds
         self.running: list[Executor] = []
 
@@ -45,11 +51,15 @@ class Session:
         return RemoteAdapter(layer, self._executor(self.native, "native", framework))
 
     # -- targets -------------------------------------------------------------------------------
-    def load(self, framework: str, spec: str):
-        """The implementation's handle in a clean layer executor, and what its import changed."""
+    def load(self, framework: str, spec: str, constructor: dict | None = None):
+        """The implementation's handle in a clean layer executor, and what its import changed.
+        With ``constructor`` (a layer contract), a constructor that cannot take those arguments is a
+        usage problem."""
         key = (framework, spec)
         if key in self.failed:
             raise LoadFailed(self.failed[key])
+        if (key, repr(constructor)) in self.usage:
+            raise UsageProblem(self.usage[(key, repr(constructor))])
         ex = self._executor(self.layer, "layer", framework)
         if self.current.get(framework) not in (None, spec) and ex.alive:
             # checked before another target's code runs: a process the previous target left patched
@@ -65,11 +75,11 @@ class Session:
         ex.ensure()
         self.current[framework] = spec
         cached = self.loaded.get(key)
-        if cached and cached[0] == ex.started and ex.alive:
+        if cached and cached[0] == ex.started and ex.alive and cached[3] == repr(constructor):
             return cached[1], cached[2]
         ex.deadline = time.monotonic() + LOAD_TIMEOUT
         try:
-            info = ex.request("load", spec=spec)
+            info = ex.request("load", spec=spec, constructor=constructor)
         except RemoteError as exc:
             self.failed[key] = f"cannot import {spec}: {exc.remote_text}"
             raise LoadFailed(self.failed[key]) from None
@@ -84,7 +94,10 @@ class Session:
             notes.append("importing the module changed global state (restored): " + ", ".join(info["changed"]))
         if info["threads"]:
             notes.append(f"importing the module left thread(s) running: {', '.join(info['threads'])}")
-        self.loaded[key] = (ex.started, info["impl"], notes)
+        if info.get("constructor_problem"):
+            self.usage[(key, repr(constructor))] = info["constructor_problem"]
+            raise UsageProblem(info["constructor_problem"])
+        self.loaded[key] = (ex.started, info["impl"], notes, repr(constructor))
         return info["impl"], notes
 
     # -- one check ----------------------------------------------------------------------------

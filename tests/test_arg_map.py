@@ -1,0 +1,59 @@
+"""A binding that does not fit its layer is the user's to fix (exit 4, both sides named), never a layer
+failure; --arg-map (and `arg_map` in a bindings file) maps the contract's arguments onto the layer's."""
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+ROOT = str(Path(__file__).resolve().parent.parent)
+
+LAYER = textwrap.dedent("""\
+    import torch
+    from torch import nn
+
+    class RMSNorm(nn.Module):
+        def __init__(self, dim, eps=1e-6):
+            super().__init__()
+            self.gain = nn.Parameter(torch.ones(dim))
+            self.eps = eps
+
+        def forward(self, x):
+            return self.gain * x * x.pow(2).mean(-1, keepdim=True).add(self.eps).rsqrt()
+""")
+
+
+def run(tmp_path, *args):
+    (tmp_path / "mylayer.py").write_text(LAYER)
+    out = tmp_path / "results.json"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--check", "values",
+                           "--check", "parameters", f"--conformance-json={out}", *args],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    records = json.loads(out.read_text())["results"] if out.exists() else []
+    return proc, records
+
+
+def test_constructor_that_cannot_take_the_contract_arguments_is_a_usage_error(tmp_path):
+    proc, records = run(tmp_path, "--contract", "rmsnorm", "--impl", "mylayer:RMSNorm")
+    assert proc.returncode == 4, proc.stdout[-2000:]
+    assert "requires 'dim', which the contract does not give (the contract gives 'd', 'eps')" in proc.stdout
+    assert "--arg-map d=dim" in proc.stdout
+    assert {r["outcome"] for r in records} == {"error"} and all(r["usage_error"] for r in records)
+    assert not any(r["outcome"] == "failed" for r in records)  # never blamed on the layer
+
+
+def test_arg_map_on_the_command_line(tmp_path):
+    proc, records = run(tmp_path, "--contract", "rmsnorm", "--impl", "mylayer:RMSNorm", "--arg-map", "d=dim")
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    assert [r["outcome"] for r in records] == ["passed", "passed"]
+
+
+def test_arg_map_in_a_bindings_file(tmp_path):
+    (tmp_path / "bindings.yaml").write_text('- {contract: rmsnorm, impl: "mylayer:RMSNorm", arg_map: ["d=dim"]}\n')
+    proc, records = run(tmp_path, "--bindings", "bindings.yaml")
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    assert [r["outcome"] for r in records] == ["passed", "passed"]
