@@ -392,6 +392,18 @@ class Contract:
     native = property(lambda self: dict(self.data.get("native") or {}))
     timeout = property(lambda self: self.data.get("timeout"))
 
+    def differentiated(self, case: dict) -> tuple[list[str], list[int], list[str]]:
+        """Which inputs (names, and indices of the differentiated ones) and trainable slots the
+        contract differentiates in ``case``: ``gradients.wrt`` where given, else every floating input
+        not marked ``differentiable: false`` and every trainable slot. The one place that decides it."""
+        names = list(case["inputs"])
+        declared = self.gradients.get("wrt")
+        idx = [i for i, (name, spec) in enumerate(case["inputs"].items())
+               if (declared is None and spec["dtype"].startswith(("float", "bfloat")) and spec.get("differentiable", True))
+               or (declared and name in declared)]
+        slots = [s for s in self.trainable if declared is None or s in declared]
+        return names, idx, slots
+
     def line(self, *at) -> int | None:
         return _line_for(self.lines, at)
 
@@ -765,7 +777,71 @@ def load_contract(path, max_input_elements: int | None = None) -> Contract:
     problems = list(dict.fromkeys(problems))
     if problems:
         raise ContractError(path, problems)
-    return Contract(data=data, path=str(path), lines=lines)
+    contract = Contract(data=data, path=str(path), lines=lines)
+    problems = _reference_problems(contract)
+    if problems:
+        raise ContractError(path, problems)
+    return contract
+
+
+def _reference_problems(contract: "Contract") -> list:
+    """What can be known before any layer runs: the reference, called (in the reference executor) on
+    every case's inputs at the test state, returns an array, and its ``vjp`` returns a gradient of the
+    right shape for every input and trainable slot the contract differentiates. A reference that
+    breaks here is the contract's problem (exit 3), never the layer's."""
+    from . import inputs as inputs_mod
+    from .executor import RemoteError
+    from .executor.client import CheckTimeout, ExecutorLost
+    import numpy as np
+    problems = []
+
+    def bad(at, message):
+        problems.append((contract.line(*at), ".".join(str(a) for a in at), _short(message)))
+
+    try:
+        mod, forward, vjp = contract.reference()
+        state = inputs_mod.test_state(contract)
+    except (RemoteError, CheckTimeout, ExecutorLost) as exc:
+        bad(("reference", "module"), f"the reference's state could not be made: {getattr(exc, 'remote_text', exc)}")
+        return problems
+    mode = contract.gradients.get("mode", "true")
+    for k, case in enumerate(contract.cases):
+        x = list(inputs_mod.case_inputs(contract, case, 0).values())
+        x64 = [a.astype(np.float64) if np.issubdtype(a.dtype, np.floating) else a for a in x]
+        try:
+            out = forward(*x64, **{**contract.constructor, **state})
+        except (RemoteError, CheckTimeout, ExecutorLost) as exc:
+            bad(("reference", "forward"), f"case {case['name']!r}: the reference forward raised "
+                                          f"{getattr(exc, 'remote_text', exc)}")
+            continue
+        if not isinstance(out, np.ndarray) and not np.isscalar(out):
+            bad(("reference", "forward"), f"case {case['name']!r}: the reference forward returned a "
+                                          f"{type(out).__name__}, not an array")
+            continue
+        if mode != "true" or vjp is None:
+            continue
+        names, idx, slots = contract.differentiated(case)
+        wanted = {names[i]: np.shape(x[i]) for i in idx} | {s: np.shape(state[s]) for s in slots}
+        try:
+            got = vjp(np.ones(np.shape(out)), *x64, **{**contract.constructor, **state})
+        except (RemoteError, CheckTimeout, ExecutorLost) as exc:
+            bad(("reference", "vjp"), f"case {case['name']!r}: the reference vjp raised "
+                                      f"{getattr(exc, 'remote_text', exc)}")
+            continue
+        if not isinstance(got, dict):
+            bad(("reference", "vjp"), f"case {case['name']!r}: the reference vjp returned a {type(got).__name__}, "
+                                      f"not a dict of gradients by name")
+            continue
+        missing = [n for n in wanted if n not in got]
+        if missing:
+            bad(("reference", "vjp"), f"case {case['name']!r}: the reference vjp returns no gradient for "
+                                      f"{', '.join(map(repr, missing))} (it returns {sorted(got) or 'nothing'}), "
+                                      f"which the contract differentiates")
+        for n, shape in wanted.items():
+            if n in got and np.shape(got[n]) != tuple(shape):
+                bad(("reference", "vjp"), f"case {case['name']!r}: the reference vjp's gradient for {n!r} has "
+                                          f"shape {list(np.shape(got[n]))}, expected {list(shape)}")
+    return problems
 
 
 def bundled_contracts() -> dict[str, Path]:

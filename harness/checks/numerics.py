@@ -100,15 +100,7 @@ def check_native(ctx):
 
 def _wrt(ctx, case):
     """Indices of differentiable inputs, and trainable slots, that the contract differentiates."""
-    names = list(case["inputs"])
-    declared = ctx.contract.gradients.get("wrt")
-    idx = []
-    for i, (name, spec) in enumerate(case["inputs"].items()):
-        floating = spec["dtype"].startswith(("float", "bfloat"))
-        if (declared is None and floating and spec.get("differentiable", True)) or (declared and name in declared):
-            idx.append(i)
-    slots = [s for s in ctx.contract.trainable if declared is None or s in declared]
-    return names, idx, slots
+    return ctx.contract.differentiated(case)
 
 
 def _pattern_hint(got, expected) -> str:
