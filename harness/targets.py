@@ -121,6 +121,12 @@ def _framework_for(impl_spec: str, requested: list[str], pythons: dict) -> tuple
     except RemoteError as exc:
         if requested:  # the checks will report the import failure, each with the point of failure
             return requested[0], None
+        module = impl_spec.split(":", 1)[0]
+        if exc.type_name == "ModuleNotFoundError":
+            raise UsageError(f"--impl {impl_spec!r}: cannot import module {module!r}: {exc}") from None
+        if exc.type_name == "AttributeError":
+            raise UsageError(f"--impl {impl_spec!r}: module {module!r} has no attribute "
+                             f"{impl_spec.split(':', 1)[1]!r}") from None
         raise UsageError(f"--impl {impl_spec!r}: importing it raised {exc.remote_text}") from None
     except (ExecutorLost, CheckTimeout) as exc:
         if requested:

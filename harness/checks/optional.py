@@ -4,15 +4,20 @@ A skip here is honest: it names the framework and the method, and never reads as
 """
 from __future__ import annotations
 
-from ..adapters.base import Unsupported
 from ..errors import raised_in_adapter
+from .base import CheckSkipped
+
+
+def _not_yet(ctx, method: str) -> CheckSkipped:
+    # the harness's gap, not the framework's: a skip, never "n/a"
+    return CheckSkipped(f"{ctx.adapter.name} adapter does not implement {method} yet")
 
 
 def require(ctx, *methods: str) -> None:
     """Skip unless the adapter has its own version of every named method of the interface."""
     for method in methods:
         if not ctx.adapter.implements(method):
-            raise Unsupported(f"the {ctx.adapter.name} adapter does not implement {method}")
+            raise _not_yet(ctx, method)
 
 
 def call_adapter(ctx, method: str, *args, **kwargs):
@@ -25,7 +30,16 @@ def call_adapter(ctx, method: str, *args, **kwargs):
     require(ctx, method)
     try:
         return getattr(ctx.adapter, method)(*args, **kwargs)
-    except NotImplementedError as exc:
-        if raised_in_adapter(exc):
-            raise Unsupported(f"the {ctx.adapter.name} adapter does not implement {method}: {exc}") from exc
+    except Exception as exc:
+        if getattr(exc, "in_adapter", False) or (isinstance(exc, NotImplementedError) and _adapters_own(ctx, method, exc)):
+            raise _not_yet(ctx, method) from exc
         raise
+
+
+def _adapters_own(ctx, method, exc) -> bool:
+    """Raised by the adapter's method itself, or by adapter code beside it (not deeper, in the framework)."""
+    tb = exc.__traceback__
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    own = getattr(getattr(type(ctx.adapter), method, None), "__code__", None)
+    return tb.tb_frame.f_code is own or raised_in_adapter(exc)

@@ -42,6 +42,7 @@ class RemoteError(Exception):
         self.type_name = info["type"]
         self.remote_text = info["text"]
         self.origin = origin
+        self.in_adapter = bool(info.get("in_adapter"))  # a NotImplementedError of the adapter itself
 
 
 class Remote:

@@ -125,11 +125,10 @@ class Server:
     def _describe(self, exc: BaseException) -> dict:
         from harness.errors import raised_in_adapter, unexpected_error
         from harness.adapters.base import Unsupported
-        unsupported = None
-        if isinstance(exc, (Unsupported, NotImplementedError)) and raised_in_adapter(exc):
-            unsupported = str(exc) or f"{type(exc).__name__}"
+        own = raised_in_adapter(exc)  # the harness's adapter, not the layer, raised it
+        unsupported = (str(exc) or "unsupported") if isinstance(exc, Unsupported) and own else None
         return {"type": type(exc).__name__, "message": _text(exc), "text": unexpected_error(exc),
-                "unsupported": unsupported}
+                "unsupported": unsupported, "in_adapter": own and isinstance(exc, NotImplementedError)}
 
     def hello(self) -> dict:
         out = {"pid": self.pid, "python": sys.version.split()[0]}
