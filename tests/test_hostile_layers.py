@@ -21,10 +21,14 @@ def run(impl, check, **kw):
 
 
 def test_raising_layer_fails_with_the_point_of_failure():
-    rec = run(H.Raises, "values")
+    # building the layer runs forward: `parameters` names the failure, the checks resting on it are blocked
+    rec = run(H.Raises, "parameters")
     assert rec["outcome"] == "failed"
     assert "ValueError: boom from the user's forward" in rec["message"]
     assert "torch_hostile.py" in rec["message"] and "in forward" in rec["message"]
+    blocked = run(H.Raises, "values")
+    assert blocked["outcome"] == "blocked" and blocked["blocked_by"] == "parameters"
+    assert "ValueError: boom from the user's forward" in blocked["details"]["symptom"]
 
 
 def test_nan_outputs_are_counted_not_compared():

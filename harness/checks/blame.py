@@ -102,7 +102,8 @@ def state_findings(ctx) -> list[Finding]:
 
 def blocker_for(ctx, check: str, exc: BaseException) -> CheckBlocked | None:
     """The CheckBlocked that ``check``'s failure ``exc`` becomes, or None (it fails in its own right)."""
-    symptom = getattr(exc, "message", None) or getattr(exc, "remote_text", None) or str(exc)
+    from ..errors import unexpected_error
+    symptom = exc.message if isinstance(exc, CheckFailed) else unexpected_error(exc)
     try:
         findings = [f for f in state_findings(ctx) if f.check != check and not ctx.contract.skip_reason(f.check)]
     except (CheckSkipped, CheckFailed):
