@@ -42,6 +42,13 @@ class CheckContext:
     state_map: dict = field(default_factory=dict)
     session: Any = None            # the executors, when the code under test runs in another process
     notes: list = field(default_factory=list)  # what loading the implementation noted
+    compile_backend: str | None = None  # torch.compile's backend for ``compiled`` (None: aot_eager)
+
+    def with_options(self, **options) -> "CheckContext":
+        """This context with run options set (``compile_backend``)."""
+        for k, v in options.items():
+            setattr(self, k, v)
+        return self
 
     @property
     def is_function(self) -> bool:
