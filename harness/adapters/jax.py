@@ -469,14 +469,23 @@ class _Compiled:
             return None, {}, {}
         return nnx.split(self._layer, nnx.Param, ...)
 
+    @staticmethod
+    def _static(args, wrt):
+        """0-d inputs not differentiated (a setting such as JAX's nondiff_argnums): static arguments
+        to jax.jit, as JAX requires for them, so Python scalars baked into the program."""
+        return {i: a.item() for i, a in enumerate(args) if i not in wrt and a.ndim == 0}
+
     def call(self, args, training):
-        key = ("call", training)
+        static = self._static(args, ())
+        key = ("call", training, tuple(sorted(static.items())))
         graphdef, params, rest = self._split()
+        args = [None if i in static else a for i, a in enumerate(args)]
         if key not in self._programs:
             fn = self._fn
 
             def run(xs, ps, rest):
                 self.traces += 1
+                xs = [static.get(i, a) for i, a in enumerate(xs)]
                 if graphdef is None:
                     return fn(*xs)
                 model = nnx.merge(graphdef, *jax.tree.map(lambda x: x, (ps, rest)))
@@ -486,17 +495,20 @@ class _Compiled:
         return self._programs[key](args, params, rest)
 
     def vjp(self, args, wrt, cotangent):
-        key = ("vjp", tuple(wrt))
+        static = self._static(args, wrt)
+        key = ("vjp", tuple(wrt), tuple(sorted(static.items())))
         _, params, rest = self._split()
         if key not in self._programs:
             pure, _, _ = self._adapter._pure(self._fn, self._layer, wrt)
 
             def whole(xs, others, ps, rest, ct):
                 self.traces += 1
+                others = [static.get(i, a) for i, a in enumerate(others)]
                 out, pullback = jax.vjp(lambda xs, ps: pure(xs, others, ps, rest), xs, ps)
                 if not isinstance(out, jax.Array):
                     raise TypeError(f"the output is a {type(out).__name__}, not a jax.Array")
                 return (out, *pullback(jnp.asarray(ct, dtype=out.dtype)))
             self._programs[key] = jax.jit(whole)
-        out, x_grads, p_grads = self._programs[key]([args[i] for i in wrt], args, params, rest, cotangent)
+        others = [None if i in static else a for i, a in enumerate(args)]
+        out, x_grads, p_grads = self._programs[key]([args[i] for i in wrt], others, params, rest, cotangent)
         return out, *_by_input(self._adapter, self._layer, len(args), wrt, x_grads, p_grads)
