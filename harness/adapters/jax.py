@@ -432,6 +432,11 @@ class FrameworkAdapter(Adapter):
             if not isinstance(out, jax.Array):
                 raise TypeError(f"the output is a {type(out).__name__}, not a jax.Array")
             x_grads, p_grads = pullback(jnp.asarray(np.asarray(cotangent), dtype=out.dtype))
+            if isinstance(layer, nnx.Module):
+                # the pullback ran on a merged copy; the output is the layer's own call, so that what the
+                # layer does to itself in Python (a counter, a cache) happens as it does eagerly
+                layer.eval()
+                out = fn(*args)
         return out, *_by_input(self, layer, len(inputs), wrt, x_grads, p_grads)
 
     def to_float64(self, layer):
