@@ -391,6 +391,8 @@ class Contract:
     gradients = property(lambda self: dict(self.data.get("gradients") or {"mode": "true"}))
     native = property(lambda self: dict(self.data.get("native") or {}))
     timeout = property(lambda self: self.data.get("timeout"))
+    # {allow_graph_breaks: reason, max_recompiles: N} or {not_applicable: reason}; {} when absent
+    compiled = property(lambda self: dict(self.data.get("compiled") or {}))
 
     def differentiated(self, case: dict) -> tuple[list[str], list[int], list[str]]:
         """Which inputs (names, and indices of the differentiated ones) and trainable slots the

@@ -46,6 +46,8 @@ def pytest_addoption(parser):
                 help="memory cap per process running checks (default 8 GiB; 0 lifts it)")
     g.addoption("--check-timeout", type=_timeout_seconds, default=None, metavar="SECONDS",
                 help="per-check timeout (default: the contract's `timeout`, else 60 s)")
+    g.addoption("--compile-backend", default=None, metavar="NAME",
+                help="torch.compile backend for the compiled check (default aot_eager; inductor: the full compiler)")
     g.addoption("--executor-python", action="append", default=[], metavar="FRAMEWORK=PYTHON",
                 help="the Python that runs a framework's executors, e.g. mxnet=.venv-mxnet/bin/python "
                      "(default: this one)")
@@ -63,6 +65,7 @@ def pytest_addoption(parser):
         ("conformance_json", "string", "default --conformance-json"),
         ("conformance_seed", "string", "default --seed"),
         ("conformance_executor_python", "linelist", "default --executor-python values"),
+        ("conformance_compile_backend", "string", "default --compile-backend"),
         ("conformance_default_run", "bool", "run the bundled matrix when pytest gets no file arguments"),
     ]:
         parser.addini(name, help_, type=kind, default=None if kind != "bool" else False)
@@ -352,7 +355,8 @@ class TargetNode(pytest.Collector):
         return context_for(self.contract, self.target.impl, self.target.framework, device=self.device,
                            seed=run.seed, state_map=self.target.state_map, arg_map=self.target.arg_map,
                            impl_name=self.target.impl,
-                           session=run.session)
+                           session=run.session).with_options(
+            compile_backend=_opt(self.config, "compile_backend", "conformance_compile_backend") or None)
 
 
 class ConformanceItem(pytest.Item):

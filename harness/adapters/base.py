@@ -188,6 +188,39 @@ class Adapter:
         framework produced none."""
         raise NotImplementedError
 
+    # -- the framework's compiler (the ``compiled`` check) ---------------------------------
+    def compilers(self, backend: str | None = None) -> list[str]:
+        """The compiler configurations the ``compiled`` check runs, in words (``backend``: the
+        user's choice where the framework has several, e.g. torch.compile's)."""
+        raise NotImplementedError
+
+    def compile(self, fn, layer, compiler: str):
+        """``fn`` (the layer, or the function as ``as_callable`` gives it; ``layer`` None for a
+        function) under ``compiler``: an opaque object for ``compiled_call``/``compiled_vjp``
+        that counts its traces. Raise ``Unsupported`` where the mechanism cannot hold it."""
+        raise NotImplementedError
+
+    def compiled_call(self, compiled, inputs: list, training: bool = False):
+        """The compiled output (native) in the given mode."""
+        raise NotImplementedError
+
+    def compiled_vjp(self, compiled, layer, inputs: list, wrt: list[int], cotangent):
+        """``vjp`` with the forward and backward computed by the compiled program (eval mode)."""
+        raise NotImplementedError
+
+    def compile_stats(self, compiled) -> dict:
+        """{"traces": times the user's Python ran under the compiler, "graphs": graphs captured,
+        "breaks": [graph-break reasons], "guard_failures": [why a compiled graph was not reused]}."""
+        raise NotImplementedError
+
+    def eager_call(self, fn, inputs: list, training: bool = False):
+        """The uncompiled output, as ``call`` (JAX: under ``jax.disable_jit()``)."""
+        return self.call(fn, inputs, training=training)
+
+    def eager_vjp(self, fn, layer, inputs: list, wrt: list[int], cotangent):
+        """The uncompiled ``vjp`` (JAX: op by op under ``jax.disable_jit()``)."""
+        return self.vjp(fn, layer, inputs, wrt, cotangent)
+
     def save_globals(self):
         """Snapshot of process-global framework state a layer could change (dtype, RNG, threads...)."""
         return None

@@ -401,6 +401,47 @@ class FrameworkAdapter(Adapter):
         by_index = dict(zip(wrt, second))
         return [by_index.get(i) for i in range(len(inputs))]
 
+    # -- the compiler --------------------------------------------------------------------------
+    def compilers(self, backend=None):
+        return ["jax.jit"]
+
+    def compile(self, fn, layer, compiler):
+        return _Compiled(self, fn, layer)
+
+    def compiled_call(self, compiled, inputs, training=False):
+        with _x64(_wants_x64(*inputs)):
+            return compiled.call([self.tensor(a) for a in inputs], training)
+
+    def compiled_vjp(self, compiled, layer, inputs, wrt, cotangent):
+        with _x64(_wants_x64(*inputs)):
+            return compiled.vjp([self.tensor(a) for a in inputs], wrt, np.asarray(cotangent))
+
+    def compile_stats(self, compiled):
+        return {"traces": compiled.traces, "graphs": compiled.traces, "breaks": [], "guard_failures": []}
+
+    def eager_call(self, fn, inputs, training=False):
+        # the adapter's own call compiles (see _compiled); the reference run is op by op
+        with jax.disable_jit(), _x64(_wants_x64(*inputs)):
+            args = [self.tensor(a) for a in inputs]
+            if isinstance(fn, nnx.Module):
+                fn.train() if training else fn.eval()
+            return fn(*args)
+
+    def eager_vjp(self, fn, layer, inputs, wrt, cotangent):
+        with jax.disable_jit(), _x64(_wants_x64(*inputs)):
+            args = [self.tensor(a) for a in inputs]
+            pure, params, rest = self._pure(fn, layer, wrt)
+            out, pullback = jax.vjp(lambda xs, ps: pure(xs, args, ps, rest), [args[i] for i in wrt], params)
+            if not isinstance(out, jax.Array):
+                raise TypeError(f"the output is a {type(out).__name__}, not a jax.Array")
+            x_grads, p_grads = pullback(jnp.asarray(np.asarray(cotangent), dtype=out.dtype))
+            if isinstance(layer, nnx.Module):
+                # the pullback ran on a merged copy; the output is the layer's own call, so that what the
+                # layer does to itself in Python (a counter, a cache) happens as it does eagerly
+                layer.eval()
+                out = fn(*args)
+        return out, *_by_input(self, layer, len(inputs), wrt, x_grads, p_grads)
+
     def to_float64(self, layer):
         if not isinstance(layer, nnx.Module):
             return layer
@@ -411,3 +452,71 @@ class FrameworkAdapter(Adapter):
             nnx.update(copy, jax.tree.map(lambda x: x.astype(np.float64) if jnp.issubdtype(x.dtype, jnp.floating)
                                           else x, nnx.state(copy)))
         return copy
+
+
+def _by_input(adapter, layer, n, wrt, x_grads, p_grads):
+    by_index = dict(zip(wrt, x_grads))
+    state_grads = {k: None for k in adapter.non_trainable(layer)}
+    if p_grads:
+        state_grads.update({".".join(map(str, k)): _value(g) for k, g in nnx.to_flat_state(p_grads)})
+    return [by_index.get(i) for i in range(n)], state_grads
+
+
+class _Compiled:
+    """The layer as a user compiles it: split once (the graph definition is static), the state
+    passed in as arrays, one ``jax.jit`` program per mode and per set of differentiated inputs.
+    ``traces`` counts the times the user's Python ran while JAX traced."""
+
+    def __init__(self, adapter, fn, layer):
+        self.traces = 0
+        self._adapter, self._fn, self._layer = adapter, fn, layer
+        self._programs = {}
+
+    def _split(self):
+        if not isinstance(self._layer, nnx.Module):
+            return None, {}, {}
+        return nnx.split(self._layer, nnx.Param, ...)
+
+    @staticmethod
+    def _static(args, wrt):
+        """0-d inputs not differentiated (a setting such as JAX's nondiff_argnums): static arguments
+        to jax.jit, as JAX requires for them, so Python scalars baked into the program."""
+        return {i: a.item() for i, a in enumerate(args) if i not in wrt and a.ndim == 0}
+
+    def call(self, args, training):
+        static = self._static(args, ())
+        key = ("call", training, tuple(sorted(static.items())))
+        graphdef, params, rest = self._split()
+        args = [None if i in static else a for i, a in enumerate(args)]
+        if key not in self._programs:
+            fn = self._fn
+
+            def run(xs, ps, rest):
+                self.traces += 1
+                xs = [static.get(i, a) for i, a in enumerate(xs)]
+                if graphdef is None:
+                    return fn(*xs)
+                model = nnx.merge(graphdef, *jax.tree.map(lambda x: x, (ps, rest)))
+                model.train() if training else model.eval()
+                return model(*xs)
+            self._programs[key] = jax.jit(run)
+        return self._programs[key](args, params, rest)
+
+    def vjp(self, args, wrt, cotangent):
+        static = self._static(args, wrt)
+        key = ("vjp", tuple(wrt), tuple(sorted(static.items())))
+        _, params, rest = self._split()
+        if key not in self._programs:
+            pure, _, _ = self._adapter._pure(self._fn, self._layer, wrt)
+
+            def whole(xs, others, ps, rest, ct):
+                self.traces += 1
+                others = [static.get(i, a) for i, a in enumerate(others)]
+                out, pullback = jax.vjp(lambda xs, ps: pure(xs, others, ps, rest), xs, ps)
+                if not isinstance(out, jax.Array):
+                    raise TypeError(f"the output is a {type(out).__name__}, not a jax.Array")
+                return (out, *pullback(jnp.asarray(ct, dtype=out.dtype)))
+            self._programs[key] = jax.jit(whole)
+        others = [None if i in static else a for i, a in enumerate(args)]
+        out, x_grads, p_grads = self._programs[key]([args[i] for i in wrt], others, params, rest, cotangent)
+        return out, *_by_input(self._adapter, self._layer, len(args), wrt, x_grads, p_grads)

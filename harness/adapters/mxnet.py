@@ -315,6 +315,29 @@ class FrameworkAdapter(Adapter):
         raise Unsupported("MXNet 1.9.1 cannot differentiate twice through autograd.Function (its backward "
                            "is not recorded) and many backward operators register no gradient")
 
+    # -- the compiler --------------------------------------------------------------------------
+    def compilers(self, backend=None):
+        return ["hybridize()"]
+
+    def compile(self, fn, layer, compiler):
+        if layer is None:
+            raise Unsupported("an autograd.Function runs imperatively on NDArrays: MXNet 1.9.1 cannot place it "
+                              "in a hybridized graph, so a function contract has nothing to hybridize")
+        if not isinstance(layer, gluon.HybridBlock):
+            raise Unsupported(f"{type(layer).__name__} is a gluon Block, not a HybridBlock: only a HybridBlock's "
+                              f"hybrid_forward compiles to a graph (hybridize() on a Block hybridizes only its "
+                              f"HybridBlock children)")
+        return _Hybridized(layer)
+
+    def compiled_call(self, compiled, inputs, training=False):
+        return self.call(compiled.layer, inputs, training=training)
+
+    def compiled_vjp(self, compiled, layer, inputs, wrt, cotangent):
+        return self.vjp(compiled.layer, compiled.layer, inputs, wrt, cotangent)
+
+    def compile_stats(self, compiled):
+        return {"traces": compiled.traces, "graphs": compiled.traces, "breaks": [], "guard_failures": []}
+
     def save_globals(self):
         return {"numpy semantics (npx.set_np)": (mx.util.is_np_shape(), mx.util.is_np_array()),
                 "autograd recording": autograd.is_recording(), "autograd training": autograd.is_training()}
@@ -341,3 +364,19 @@ class FrameworkAdapter(Adapter):
             if np.issubdtype(np.dtype(p.dtype), np.floating):  # a bool mask stays bool
                 p.cast("float64")
         return layer64
+
+
+class _Hybridized:
+    """The layer after ``hybridize()``; ``traces`` counts hybrid_forward runs on Symbols (graph
+    construction), wrapped on the instance so that the class is left alone."""
+
+    def __init__(self, layer):
+        self.layer, self.traces = layer, 0
+        original = layer.hybrid_forward
+
+        def counting(F, *args, **kwargs):
+            if F is mx.sym or any(isinstance(a, mx.sym.Symbol) for a in args):
+                self.traces += 1
+            return original(F, *args, **kwargs)
+        layer.hybrid_forward = counting
+        layer.hybridize()

@@ -260,6 +260,22 @@ class FrameworkAdapter(Adapter):
         by_index = dict(zip(wrt, second))
         return [by_index.get(i) for i in range(len(inputs))]
 
+    # -- the compiler --------------------------------------------------------------------------
+    def compilers(self, backend=None):
+        return ["tf.function", "tf.function(jit_compile=True)"]
+
+    def compile(self, fn, layer, compiler):
+        return _Compiled(self, fn, layer, jit_compile="jit_compile=True" in compiler)
+
+    def compiled_call(self, compiled, inputs, training=False):
+        return compiled.forward(*[tf.constant(np.asarray(a)) for a in inputs], training=training)
+
+    def compiled_vjp(self, compiled, layer, inputs, wrt, cotangent):
+        return compiled.vjp(layer, [tf.constant(np.asarray(a)) for a in inputs], wrt, np.asarray(cotangent))
+
+    def compile_stats(self, compiled):
+        return {"traces": compiled.traces, "graphs": compiled.traces, "breaks": [], "guard_failures": []}
+
     def to_float64(self, layer):
         """A float64 twin: the same class rebuilt under a float64 dtype policy, with the weights copied."""
         if not isinstance(layer, keras.layers.Layer):
@@ -293,3 +309,45 @@ class FrameworkAdapter(Adapter):
         keras.config.set_dtype_policy(saved["dtype policy"])
         tf.config.run_functions_eagerly(saved["eager functions"])
         return [f"keras {k}" for k in saved if now[k] != saved[k]]
+
+
+class _Compiled:
+    """The layer's call, and a whole gradient step (tape inside, as in a compiled training step),
+    each a tf.function; ``traces`` counts the times the user's Python ran while tracing."""
+
+    def __init__(self, adapter, fn, layer, jit_compile):
+        self.traces = 0
+        self._steps = {}
+        self._adapter, self._layer, self._jit = adapter, layer, jit_compile
+
+        def forward(*xs, training=False):
+            self.traces += 1
+            return adapter.call(fn, list(xs), training=training)
+        self._python_forward = forward
+        self.forward = tf.function(forward, jit_compile=jit_compile)
+
+    def vjp(self, layer, args, wrt, cotangent):
+        key = tuple(wrt)
+        if key not in self._steps:
+            adapter, forward = self._adapter, self._python_forward
+            state = {**adapter.non_trainable(layer), **adapter.trainable(layer)}
+
+            def step(xs, ct):
+                xs = list(xs)
+                with tf.GradientTape() as tape:
+                    for i in wrt:
+                        tape.watch(xs[i])
+                    out = forward(*xs)
+                if not isinstance(out, tf.Tensor):
+                    raise TypeError(f"the output is a {type(out).__name__}, not a tf.Tensor")
+                sources = [xs[i] for i in wrt] + list(state.values())
+                grads = tape.gradient(out, sources, output_gradients=tf.cast(ct, out.dtype)) if sources else []
+                return out, grads
+            self._steps[key] = (tf.function(step, jit_compile=self._jit), list(state))
+        step, names = self._steps[key]
+        out, grads = step(args, tf.constant(cotangent))
+        grads = list(grads)
+        input_grads = [None] * len(args)
+        for i, g in zip(wrt, grads):
+            input_grads[i] = g
+        return out, input_grads, dict(zip(names, grads[len(wrt):]))

@@ -43,10 +43,17 @@ class CheckContext:
     session: Any = None            # the executors, when the code under test runs in another process
     notes: list = field(default_factory=list)  # what loading the implementation noted
     arg_map: dict = field(default_factory=dict)  # contract constructor argument -> the layer's own name
+    compile_backend: str | None = None  # torch.compile's backend for ``compiled`` (None: aot_eager)
 
     def constructor_args(self, extra: dict | None = None) -> dict:
         """The contract's constructor arguments (and ``extra``) under the layer's own names (--arg-map)."""
         return {self.arg_map.get(k, k): v for k, v in {**self.contract.constructor, **(extra or {})}.items()}
+
+    def with_options(self, **options) -> "CheckContext":
+        """This context with run options set (``compile_backend``)."""
+        for k, v in options.items():
+            setattr(self, k, v)
+        return self
 
     @property
     def is_function(self) -> bool:

@@ -1,0 +1,140 @@
+"""The ``compiled`` check through executors, as the plugin runs it: the bundled layers pass under
+each framework's compiler, each compiled mutant fails with a message naming the mistake, a graph
+break fails unless the contract allows it with a reason, and the torch backend option reaches it."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import adapters
+from harness.contract import bundled_contracts, load_contract
+from harness.executor import Session
+from harness.runner import context_for, run_check
+
+ROOT = Path(__file__).resolve().parent.parent
+MXNET_PYTHON = ROOT / ".venv-mxnet" / "bin" / "python"
+
+
+def _python(framework):
+    if framework == "mxnet":
+        if not MXNET_PYTHON.exists():
+            pytest.skip("no .venv-mxnet here")
+        return {"mxnet": str(MXNET_PYTHON)}
+    if not adapters.installed(framework):
+        pytest.skip(f"{framework} is not installed")
+    return {}
+
+
+@pytest.fixture(scope="module")
+def sessions():
+    made = {}
+
+    def get(framework):
+        key = framework
+        if key not in made:
+            made[key] = Session(_python(framework))
+        return made[key]
+    yield get
+    for s in made.values():
+        s.close()
+
+
+def _run(sessions, framework, contract, impl, backend=None):
+    c = load_contract(bundled_contracts()[contract])
+    ctx = context_for(c, impl, framework, session=sessions(framework))
+    ctx.with_options(compile_backend=backend)
+    return run_check(ctx, "compiled", timeout=300)
+
+
+MUTANTS = [
+    ("torch", "round_ste", "tests.mutants.torch_compiled:round_ste_annealed",
+     "recompiled on a second call with identical inputs (guard failed"),
+    ("tensorflow", "rmsnorm", "tests.mutants.tensorflow_compiled:RMSNormPythonBranch",
+     "reads a tensor's value in Python"),
+    ("jax", "rmsnorm", "tests.mutants.jax_compiled:RMSNormCallCounter", "the layer has a Python side effect"),
+    ("mxnet", "rmsnorm", "tests.mutants.mxnet_compiled:RMSNormAsnumpy", "reads a tensor's value in Python"),
+]
+
+
+@pytest.mark.parametrize("framework,contract,impl,fragment", MUTANTS, ids=[m[0] for m in MUTANTS])
+def test_compiled_mutant_is_caught_through_an_executor(sessions, framework, contract, impl, fragment):
+    rec = _run(sessions, framework, contract, impl)
+    assert rec["outcome"] == "failed", rec
+    assert fragment in rec["message"], rec["message"]
+
+
+PASSING = [
+    ("torch", "rmsnorm", "reference_impls.torch.rmsnorm:IMPL", ["torch.compile(backend='aot_eager')"]),
+    ("torch", "round_ste", "reference_impls.torch.round_ste:IMPL", ["torch.compile(backend='aot_eager')"]),
+    ("tensorflow", "rmsnorm", "reference_impls.tensorflow.rmsnorm:IMPL",
+     ["tf.function", "tf.function(jit_compile=True)"]),
+    ("jax", "scaled", "reference_impls.jax.scaled:IMPL", ["jax.jit"]),
+    ("jax", "dropout", "reference_impls.jax.dropout:IMPL", ["jax.jit"]),
+    ("mxnet", "rmsnorm", "tests.mutants.mxnet_compiled:RMSNormHybrid", ["hybridize()"]),
+]
+
+
+@pytest.mark.parametrize("framework,contract,impl,compilers", PASSING, ids=[f"{p[0]}-{p[1]}" for p in PASSING])
+def test_correct_layer_passes_and_compilation_is_proved(sessions, framework, contract, impl, compilers):
+    rec = _run(sessions, framework, contract, impl)
+    assert rec["outcome"] == "passed", rec
+    for compiler in compilers:
+        d = rec["details"][compiler]
+        assert d["traces"] >= 1 and d["graphs"] >= 1, d   # something was compiled
+        assert d["calls_compared"] >= 3, d
+
+
+def test_gluon_block_and_function_are_not_applicable_with_the_reason(sessions):
+    block = _run(sessions, "mxnet", "rmsnorm", "reference_impls.mxnet.rmsnorm:IMPL")
+    assert block["outcome"] == "skipped" and block.get("not_applicable"), block
+    assert "not a HybridBlock" in block["message"]
+    fn = _run(sessions, "mxnet", "round_ste", "reference_impls.mxnet.round_ste:IMPL")
+    assert fn["outcome"] == "skipped" and "cannot place it in a hybridized graph" in fn["message"], fn
+
+
+def test_graph_break_fails_unless_the_contract_allows_it(sessions, tmp_path):
+    c = load_contract(bundled_contracts()["safe_norm"])
+    allowed = run_check(context_for(c, "reference_impls.torch.safe_norm:IMPL", "torch", session=sessions("torch")),
+                        "compiled", timeout=300)
+    assert allowed["outcome"] == "passed", allowed
+    assert allowed["details"]["torch.compile(backend='aot_eager')"]["graph_breaks"], allowed
+    data = dict(c.data)
+    data.pop("compiled")
+    strict = type(c)(data=data, path=c.path, lines=c.lines)
+    rec = run_check(context_for(strict, "reference_impls.torch.safe_norm:IMPL", "torch", session=sessions("torch")),
+                    "compiled", timeout=300)
+    assert rec["outcome"] == "failed", rec
+    assert "broke the graph" in rec["message"] and "custom jvp" in rec["message"], rec["message"]
+
+
+def test_not_applicable_in_the_contract(sessions):
+    c = load_contract(bundled_contracts()["rmsnorm"])
+    na = type(c)(data={**c.data, "compiled": {"not_applicable": "compiled elsewhere"}}, path=c.path, lines=c.lines)
+    rec = run_check(context_for(na, "reference_impls.torch.rmsnorm:IMPL", "torch", session=sessions("torch")),
+                    "compiled")
+    assert rec["outcome"] == "skipped" and rec["not_applicable"] and "compiled elsewhere" in rec["message"]
+
+
+def test_compiled_keys_are_validated(tmp_path):
+    from harness.contract import ContractError
+    src = (ROOT / "specs" / "rmsnorm.yaml").read_text()
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(src + "compiled: {max_recompiles: -1, allow_graph_breaks: ''}\n")
+    with pytest.raises(ContractError):
+        load_contract(bad)
+
+
+def test_compile_backend_option_reaches_the_check(tmp_path):
+    pytest.importorskip("torch")
+    out = tmp_path / "r.json"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--contract", "rmsnorm",
+                           "--impl", "reference_impls.torch.rmsnorm:IMPL", "--check", "compiled",
+                           "--compile-backend", "eager", "--conformance-json", str(out), "--rootdir", str(ROOT)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=600,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    import json
+    (rec,) = json.loads(out.read_text())["results"]
+    assert "torch.compile(backend='eager')" in rec["details"], rec
