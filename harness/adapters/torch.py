@@ -7,7 +7,7 @@ import inspect
 import numpy as np
 import torch
 
-from .base import Adapter
+from .base import Adapter, Unsupported, import_spec
 from .walk import walk_attributes
 
 
@@ -263,3 +263,76 @@ class FrameworkAdapter(Adapter):
         if isinstance(layer, torch.nn.Module):
             return copy.deepcopy(layer).double()
         return layer
+
+    # -- export: whole-layer formats (the export check) ---------------------------------------
+    def export_formats(self, obj):
+        return ["torch.export", "torch.save", "state_dict"] if isinstance(obj, torch.nn.Module) else ["torch.export"]
+
+    def export_save(self, obj, fmt, examples, path):
+        import os
+        os.makedirs(path, exist_ok=True)
+        module = obj if isinstance(obj, torch.nn.Module) else _Calls(obj)
+        if fmt == "torch.export":
+            module.train(False)
+            args = tuple(self.tensor(a) for a in examples[0])
+            # one program for every case's shapes: each dimension dynamic unless the code fixes it
+            dims = tuple({i: torch.export.Dim.AUTO for i in range(a.dim())} for a in args)
+            program = torch.export.export(module, args, dynamic_shapes=dims)
+            torch.export.save(program, os.path.join(path, "layer.pt2"))
+            custom = _custom_functions(module, args)
+            return {"gradients": "kept" if not custom else
+                    f"torch.export records the forward of the custom autograd.Function(s) {', '.join(custom)} "
+                    f"and keeps no backward: the loaded program's gradient is autodiff of that forward"}
+        if fmt == "torch.save":
+            torch.save(module, os.path.join(path, "layer.pt"))  # pickles the object; loading imports its class
+            return {"gradients": "kept"}
+        if fmt == "state_dict":
+            torch.save(module.state_dict(), os.path.join(path, "state.pt"))
+            return {"gradients": "kept"}
+        raise Unsupported(f"{fmt} is not a torch format")
+
+    def export_load(self, fmt, path, impl_spec=None, constructor=None, examples=None):
+        import os
+        if fmt == "torch.export":
+            module = torch.export.load(os.path.join(path, "layer.pt2")).module()
+            return module, module
+        impl = import_spec(impl_spec)
+        if fmt == "torch.save":
+            # a whole pickled module is not loadable with weights_only=True: trusting the file is the deal
+            module = torch.load(os.path.join(path, "layer.pt"), weights_only=False)
+            return module, module
+        if fmt == "state_dict":
+            # a deployment's fresh instance of the class, from the constructor arguments, then the weights
+            module = self.build(self.construct(impl, constructor or {}), examples[0])
+            module.load_state_dict(torch.load(os.path.join(path, "state.pt"), weights_only=True), strict=True)
+            return module, module
+        raise Unsupported(f"{fmt} is not a torch format")
+
+
+
+class _Calls(torch.nn.Module):
+    """A function contract's callable as the module torch.export and torch.save take."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *xs):
+        return self.fn(*xs)
+
+
+def _custom_functions(module, args) -> list[str]:
+    """The custom autograd.Function classes one call of ``module`` goes through (their backward nodes)."""
+    xs = [a.detach().clone().requires_grad_(a.is_floating_point() or a.is_complex()) for a in args]
+    with torch.enable_grad():
+        out = module(*xs)
+    seen, stack, names = set(), [getattr(out, "grad_fn", None)], []
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        if isinstance(node, torch.autograd.function.BackwardCFunction):
+            names.append(type(node).__name__.removesuffix("Backward"))
+        stack.extend(n for n, _ in node.next_functions)
+    return sorted(set(names))
