@@ -346,6 +346,7 @@ class Contract:
     gradients = property(lambda self: dict(self.data.get("gradients") or {"mode": "true"}))
     native = property(lambda self: dict(self.data.get("native") or {}))
     timeout = property(lambda self: self.data.get("timeout"))
+    export = property(lambda self: dict(self.data.get("export") or {}))  # {formats: [...]} | {not_applicable: why}
 
     def line(self, *at) -> int | None:
         return _line_for(self.lines, at)

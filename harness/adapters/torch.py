@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import types
 
 import numpy as np
 import torch
@@ -277,6 +278,7 @@ class FrameworkAdapter(Adapter):
             args = tuple(self.tensor(a) for a in examples[0])
             # one program for every case's shapes: each dimension dynamic unless the code fixes it
             dims = tuple({i: torch.export.Dim.AUTO for i in range(a.dim())} for a in args)
+            dims = (dims,) if isinstance(module, _Calls) else dims  # _Calls.forward(*xs) takes one tuple
             program = torch.export.export(module, args, dynamic_shapes=dims)
             torch.export.save(program, os.path.join(path, "layer.pt2"))
             custom = _custom_functions(module, args)
@@ -295,6 +297,9 @@ class FrameworkAdapter(Adapter):
         import os
         if fmt == "torch.export":
             module = torch.export.load(os.path.join(path, "layer.pt2")).module()
+            # the program is fixed in the eval mode it was exported in; torch refuses train()/eval() on it,
+            # which call() and vjp() use to set that same mode
+            module.train = module.eval = types.MethodType(lambda self, mode=True: self, module)
             return module, module
         impl = import_spec(impl_spec)
         if fmt == "torch.save":

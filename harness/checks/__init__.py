@@ -14,6 +14,7 @@ from .second_order import check_second_order
 from .loading import check_strict_loading
 from .modes import check_modes
 from .properties import check_properties
+from .export import check_export
 
 CHECKS = {
     "parameters": check_parameters,
@@ -30,6 +31,7 @@ CHECKS = {
     "properties": check_properties,
     "forward_mode": check_forward_mode,
     "second_order": check_second_order,
+    "export": check_export,
 }
 
 __all__ = ["CHECKS", "CheckContext", "CheckFailed", "CheckSkipped", "unexpected_error"]

@@ -7,6 +7,7 @@ target's code is imported. What a module changes in global state at import is un
 """
 from __future__ import annotations
 
+import contextlib
 import time
 
 from .client import CheckTimeout, Executor, ExecutorLost, RemoteAdapter, RemoteError, RemoteModule
@@ -43,6 +44,14 @@ class Session:
         layer = self._executor(self.layer, "layer", framework)
         layer.ensure()
         return RemoteAdapter(layer, self._executor(self.native, "native", framework))
+
+    def fresh_adapter(self, framework: str):
+        """A context manager: an adapter on a brand-new executor that has imported nothing of the code
+        under test (what a deployment that loads a saved layer sees), closed on exit. It runs under the
+        current check's deadline, and is one process per use (the export check: one per check)."""
+        layer = self.layer.get(framework)
+        return fresh_adapter(framework, self.pythons.get(framework), self.memory_limit_gib,
+                             deadline=layer.deadline if layer is not None else None, running=self.running)
 
     # -- targets -------------------------------------------------------------------------------
     def load(self, framework: str, spec: str):
@@ -132,6 +141,23 @@ class Session:
     def close(self):
         for ex in list(self.layer.values()) + list(self.native.values()):
             ex.close()
+
+
+@contextlib.contextmanager
+def fresh_adapter(framework: str, python: str | None = None, memory_limit_gib: float | None = None,
+                  deadline: float | None = None, running: list | None = None):
+    """An adapter on a new executor process of ``framework`` (see ``Session.fresh_adapter``)."""
+    ex = Executor("fresh", framework, python, memory_limit_gib)
+    try:
+        ex.start()
+        ex.deadline = deadline
+        if running is not None:
+            running.append(ex)  # end_check clears its deadline with the others
+        yield RemoteAdapter(ex)
+    finally:
+        if running is not None and ex in running:
+            running.remove(ex)
+        ex.close()
 
 
 def detect(spec: str, python: str | None = None, timeout: float = LOAD_TIMEOUT) -> dict:
