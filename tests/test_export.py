@@ -89,7 +89,7 @@ class TestKeras:
 
     @pytest.mark.parametrize("impl,fragment", [
         ("NoKwargs", "__init__ must accept **kwargs"),
-        ("ConfigWithoutArguments", "missing"),
+        ("ConfigWithoutArguments", "get_config() must return every constructor argument"),
     ])
     def test_classic_keras_mistakes_are_named(self, session, impl, fragment):
         rec = _export(session, "rmsnorm", f"tests.mutants.tensorflow_export:{impl}", "tensorflow")

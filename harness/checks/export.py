@@ -26,7 +26,8 @@ _SAVE_HINTS = {
     "torch.save": "torch.save of a whole module pickles every attribute: a lambda, a local function or an open "
                   "handle held by the module cannot be saved",
     "state_dict": "",
-    "keras": "a .keras file stores get_config(): every constructor argument must come back from get_config()",
+    "keras": "a .keras file stores get_config(): get_config() must return every constructor argument (Keras "
+             "writes one automatically only when every argument is a plain value)",
     "savedmodel": "tf.saved_model.save traces the layer into a graph: Python side effects and numpy calls "
                   "inside call() do not trace",
     "jax.export": "jax.export serializes traced JAX code only: a host callback (jax.pure_callback, "
@@ -40,10 +41,8 @@ _LOAD_HINTS = {
     "torch.save": "loading a pickled module imports its class by module path: the class must be importable at "
                   "module level",
     "state_dict": "the fresh instance built from the constructor arguments does not take the saved state",
-    "keras": "Keras rebuilds the layer as cls.from_config(get_config()) and then build_from_config(): "
-             "__init__ must accept **kwargs and pass them to super().__init__ (from_config passes name, "
-             "dtype, trainable), get_config() must return every constructor argument, and weights created "
-             "outside build() need build()/build_from_config to create them before the weights load",
+    "keras": "Keras rebuilds the layer as cls.from_config(get_config()), then build_from_config() creates its "
+             "weights before they load",
     "nnx": "nnx.merge rebuilds the module from the pickled graph definition: its class must be importable",
 }
 _VALUE_HINTS = {
@@ -55,6 +54,28 @@ _VALUE_HINTS = {
              "after construction, a weight not created in build())",
     "nnx": "the output depends on something outside the module's state and graph definition",
 }
+
+
+# The classic Keras mistakes, told apart by what from_config/loading raised.
+_KERAS_MISTAKES = (
+    ("unexpected keyword argument", "__init__ must accept **kwargs and pass them to super().__init__: "
+                                    "from_config passes name, dtype and trainable back"),
+    ("required positional argument", "get_config() must return every constructor argument (an overridden "
+                                     "get_config replaces Keras's automatic one: start from super().get_config() "
+                                     "and add them)"),
+    ("variables", "a weight or sublayer created outside build() (lazily, in call()) does not exist when the "
+                  "weights load: create it in build(), or implement build_from_config"),
+    ("get_config", "get_config() must return every constructor argument (Keras writes one automatically only "
+                   "when every argument is a plain value)"),
+)
+
+
+def _load_hint(fmt: str, text: str) -> str:
+    if fmt == "keras":
+        specific = next((hint for key, hint in _KERAS_MISTAKES if key in text), None)
+        if specific:
+            return specific
+    return _LOAD_HINTS.get(fmt, "")
 
 
 def _formats_wanted(ctx):
@@ -125,7 +146,7 @@ def check_export(ctx):
                 if type(exc).__name__ == "Unsupported":
                     outcome[fmt] = f"skipped: {exc}"
                     continue
-                problems.append(_said(f"saving as {fmt} failed: {unexpected_error(exc)}", _SAVE_HINTS[fmt]))
+                problems.append(_said(f"saving as {fmt} failed: {_text(exc)}", _SAVE_HINTS[fmt]))
                 outcome[fmt] = "failed"
         if saved:
             with ctx.fresh_adapter() as fresh:
@@ -149,6 +170,11 @@ def _wrt_indices(contract, case) -> list[int]:
             and ((declared is None and spec.get("differentiable", True)) or (declared and name in declared))]
 
 
+def _text(exc) -> str:
+    """The error as raised where it happened (in an executor: its own text, with the place)."""
+    return getattr(exc, "remote_text", None) or unexpected_error(exc)
+
+
 def _said(message: str, hint: str) -> str:
     return f"{message} ({hint})" if hint else message
 
@@ -160,8 +186,8 @@ def _check_format(ctx, fresh, fmt, notes, path, cases, original, examples, probl
     except Exception as exc:
         if type(exc).__name__ == "Unsupported":
             return f"skipped: {exc}"
-        problems.append(_said(f"{fmt}: loading in a fresh process failed: {unexpected_error(exc)}",
-                              _LOAD_HINTS.get(fmt, "")))
+        text = _text(exc)
+        problems.append(_said(f"{fmt}: loading in a fresh process failed: {text}", _load_hint(fmt, text)))
         return "failed"
     kept = notes.get("gradients", "kept")
     dropped = []
@@ -169,7 +195,7 @@ def _check_format(ctx, fresh, fmt, notes, path, cases, original, examples, probl
         try:
             got = fresh.numpy(fresh.call(fn, inputs))
         except Exception as exc:
-            problems.append(f"{fmt}: case {name!r}: the loaded layer raised {unexpected_error(exc)}")
+            problems.append(f"{fmt}: case {name!r}: the loaded layer raised {_text(exc)}")
             return "failed"
         if not _same(got, out):
             diff = describe_mismatch(got, out, 0.0, 0.0, what="outputs") if got.shape == out.shape else \
@@ -182,7 +208,7 @@ def _check_format(ctx, fresh, fmt, notes, path, cases, original, examples, probl
         try:
             g_in, g_state = _grads(fresh, fn, loaded, inputs, idx, ct)
         except Exception as exc:
-            problems.append(f"{fmt}: case {name!r}: differentiating the loaded layer raised {unexpected_error(exc)}")
+            problems.append(f"{fmt}: case {name!r}: differentiating the loaded layer raised {_text(exc)}")
             return "failed"
         bad = _compare_grads(ctx, grads, g_in, g_state, loaded is not None, inputs, name, fmt)
         if bad and kept != "kept":
@@ -191,8 +217,8 @@ def _check_format(ctx, fresh, fmt, notes, path, cases, original, examples, probl
         if bad:
             problems.extend(bad)
             return "failed"
-    if dropped:
-        return f"skipped: gradients: {kept} (measured: {dropped[0]})"
+    if dropped:  # the values were compared; the backward the format cannot hold is recorded, not failed
+        return f"passed (values); gradients skipped: {kept} (measured: {dropped[0]})"
     extra = notes.get("without_option")
     return "passed" + (f" (without experimental_custom_gradients: {extra})" if extra else "")
 
