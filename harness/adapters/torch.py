@@ -275,12 +275,18 @@ class FrameworkAdapter(Adapter):
         module = obj if isinstance(obj, torch.nn.Module) else _Calls(obj)
         if fmt == "torch.export":
             module.train(False)
-            args = tuple(self.tensor(a) for a in examples[0])
-            # one program for every case's shapes: each dimension dynamic unless the code fixes it
-            dims = tuple({i: torch.export.Dim.AUTO for i in range(a.dim())} for a in args)
-            dims = (dims,) if isinstance(module, _Calls) else dims  # _Calls.forward(*xs) takes one tuple
-            program = torch.export.export(module, args, dynamic_shapes=dims)
-            torch.export.save(program, os.path.join(path, "layer.pt2"))
+            done = set()
+            for xs in examples:  # one program per rank and dtype; sizes within it stay dynamic
+                args = tuple(self.tensor(a) for a in xs)
+                key = tuple((a.dim(), str(a.dtype)) for a in args)
+                if key in done:
+                    continue
+                # each dimension dynamic unless the code fixes it
+                dims = tuple({i: torch.export.Dim.AUTO for i in range(a.dim())} for a in args)
+                dims = (dims,) if isinstance(module, _Calls) else dims  # _Calls.forward(*xs) takes one tuple
+                program = torch.export.export(module, args, dynamic_shapes=dims)
+                torch.export.save(program, os.path.join(path, f"layer{len(done)}.pt2"))
+                done.add(key)
             custom = _custom_functions(module, args)
             return {"gradients": "kept" if not custom else
                     f"torch.export records the forward of the custom autograd.Function(s) {', '.join(custom)} "
@@ -296,11 +302,15 @@ class FrameworkAdapter(Adapter):
     def export_load(self, fmt, path, impl_spec=None, constructor=None, examples=None):
         import os
         if fmt == "torch.export":
-            module = torch.export.load(os.path.join(path, "layer.pt2")).module()
-            # the program is fixed in the eval mode it was exported in; torch refuses train()/eval() on it,
-            # which call() and vjp() use to set that same mode
-            module.train = module.eval = types.MethodType(lambda self, mode=True: self, module)
-            return module, module
+            import glob
+            programs = _Programs()
+            for name in sorted(glob.glob(os.path.join(path, "layer*.pt2"))):
+                module = torch.export.load(name).module()
+                # the program is fixed in the eval mode it was exported in; torch refuses train()/eval() on
+                # it, which call() and vjp() use to set that same mode
+                module.train = module.eval = types.MethodType(lambda self, mode=True: self, module)
+                programs.add_module(f"p{len(programs._modules)}", module)
+            return programs, programs
         impl = import_spec(impl_spec)
         if fmt == "torch.save":
             # a whole pickled module is not loadable with weights_only=True: trusting the file is the deal
@@ -324,6 +334,21 @@ class _Calls(torch.nn.Module):
 
     def forward(self, *xs):
         return self.fn(*xs)
+
+
+class _Programs(torch.nn.Module):
+    """Exported programs, one per input rank and dtype, called as one layer."""
+
+    def train(self, mode=True):
+        return self  # each program is fixed in eval mode
+
+    def forward(self, *xs):
+        for program in self._modules.values():
+            try:
+                return program(*xs)
+            except (AssertionError, RuntimeError, ValueError) as exc:  # its input guards refuse these shapes
+                last = exc
+        raise last
 
 
 def _custom_functions(module, args) -> list[str]:

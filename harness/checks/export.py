@@ -233,6 +233,7 @@ def _compare_grads(ctx, want, g_in, g_state, has_state, inputs, case, fmt) -> li
             # the loaded object's name for the slot: the same, or the same with a prefix (a SymbolBlock's
             # global parameter names); a state it does not name at all is not compared
             match = [n for n in g_state if n == k] or [n for n in g_state if n.endswith(("_" + k, "." + k, "/" + k))]
+            match = [n for n in match if g_state[n] is not None] if len(match) > 1 else match
             if len(match) == 1:
                 pairs.append((f"state {k!r}", v, g_state[match[0]]))
     for label, a, b in pairs:
