@@ -80,7 +80,11 @@ class TestKeras:
     def test_keras_file_and_savedmodel(self, session):
         rec = _export(session, "rmsnorm", "reference_impls.tensorflow.rmsnorm:IMPL", "tensorflow")
         assert rec["outcome"] == "passed", rec
-        assert rec["details"]["formats"] == {"keras": "passed", "savedmodel": "passed"}
+        formats = rec["details"]["formats"]
+        assert formats["keras"] == "passed" and list(formats) == ["keras", "savedmodel"], formats
+        # bit-equal to the graph the SavedModel holds, run in the original process; eager may differ
+        assert formats["savedmodel"] == "passed" or formats["savedmodel"].startswith(
+            "passed (bit-equal to the traced tf.function"), formats
 
     def test_custom_gradient_survives_savedmodel_and_the_option_is_recorded(self, session):
         rec = _export(session, "log1pexp", "reference_impls.tensorflow.log1pexp:IMPL", "tensorflow")
@@ -95,7 +99,7 @@ class TestKeras:
         rec = _export(session, "rmsnorm", f"tests.mutants.tensorflow_export:{impl}", "tensorflow")
         assert rec["outcome"] == "failed", rec
         assert "keras: loading in a fresh process failed" in rec["message"] and fragment in rec["message"]
-        assert rec["details"]["formats"]["savedmodel"] == "passed"  # a graph needs no config
+        assert rec["details"]["formats"]["savedmodel"].startswith("passed")  # a graph needs no config
 
 
 @pytest.mark.skipif(not _has("flax"), reason="jax/flax not installed")

@@ -297,7 +297,11 @@ class FrameworkAdapter(Adapter):
             custom = any("_gradient_op_type" in op.node_def.attr for f in functions for op in f.graph.get_operations())
             tf.saved_model.save(module, os.path.join(path, "savedmodel"),
                                 options=tf.saved_model.SaveOptions(experimental_custom_gradients=True))
-            notes = {"gradients": "kept"}
+            # The SavedModel holds the traced graph, and TensorFlow's graph optimizer may fuse or reorder
+            # float ops that eager Keras runs one by one: values are bit-equal to the same graph run in
+            # this process (a handle the check calls), not necessarily to eager execution.
+            notes = {"gradients": "kept", "runs_as": module,
+                     "runs_as_what": "the traced tf.function the SavedModel holds, run in the original process"}
             if custom:
                 # what TensorFlow does with the custom gradient when the option is left out
                 try:
