@@ -428,6 +428,12 @@ class FrameworkAdapter(Adapter):
             for i, xs in enumerate(examples):
                 with _x64(_wants_x64(*xs)):
                     shapes = [jax.ShapeDtypeStruct(np.shape(a), np.asarray(a).dtype) for a in xs]
+                    try:
+                        jax.eval_shape(fn, *shapes)
+                    except (jax.errors.UnexpectedTracerError, jax.errors.ConcretizationTypeError) as exc:
+                        # what the harness's own calls do with it too: such a function runs eagerly only
+                        raise Unsupported("jax.export holds programs traced with abstract inputs, and this one "
+                                          "cannot be traced that way: " + str(exc).splitlines()[0]) from None
                     exported = export.export(jax.jit(fn))(*shapes)
                     # vjp_order=1: without it the deserialized program has no VJP at all
                     blob = exported.serialize(vjp_order=1)
@@ -438,7 +444,7 @@ class FrameworkAdapter(Adapter):
             graphdef, state = nnx.split(obj)
             # the graph definition pickles by class (a deployment imports the module); the state as numpy
             with open(os.path.join(path, "layer.pkl"), "wb") as f:
-                pickle.dump((graphdef, jax.tree.map(np.asarray, state)), f)
+                pickle.dump((graphdef, jax.tree.map(_to_numpy_keeping_keys, state)), f)
             return {"gradients": "kept"}
         raise Unsupported(f"{fmt} is not a JAX format")
 
@@ -465,6 +471,26 @@ class FrameworkAdapter(Adapter):
             with open(os.path.join(path, "layer.pkl"), "rb") as f:
                 graphdef, state = pickle.load(f)
             with jax.default_device(self._device(None)):
-                layer = nnx.merge(graphdef, jax.tree.map(jnp.asarray, state))
+                layer = nnx.merge(graphdef, jax.tree.map(_from_numpy_keeping_keys, state,
+                                                         is_leaf=lambda v: isinstance(v, _KeyData)))
             return layer, layer
         raise Unsupported(f"{fmt} is not a JAX format")
+
+
+class _KeyData:
+    """A PRNG key array as pickled plain data (typed keys refuse numpy conversion)."""
+
+    def __init__(self, data, impl):
+        self.data, self.impl = data, impl
+
+
+def _to_numpy_keeping_keys(v):
+    if isinstance(v, jax.Array) and jax.dtypes.issubdtype(v.dtype, jax.dtypes.prng_key):
+        return _KeyData(np.asarray(jax.random.key_data(v)), str(jax.random.key_impl(v)))
+    return np.asarray(v)
+
+
+def _from_numpy_keeping_keys(v):
+    if isinstance(v, _KeyData):
+        return jax.random.wrap_key_data(jnp.asarray(v.data), impl=v.impl)
+    return jnp.asarray(v)

@@ -114,19 +114,7 @@ def check_export(ctx):
             raise CheckSkipped(f"the contract limits export to {', '.join(wanted)}, none of which is a "
                                f"{adapter.name} format (left out: {', '.join(left_out)})", not_applicable=True)
 
-    # the original's outputs and gradients, once per case
     cases = [(case["name"], ctx.case_inputs(case)) for case in contract.cases]
-    differentiate = contract.gradients.get("mode", "true") != "none"
-    rng = inputs_mod.rng_for(ctx.seed, contract.name, "export")
-    original = []
-    for (name, inputs), case in zip(cases, contract.cases):
-        out = ctx.output_numpy(ctx.run(layer, inputs))
-        idx = _wrt_indices(contract, case) if differentiate else []
-        ct = rng.standard_normal(out.shape).astype(out.dtype) if differentiate and (idx or contract.trainable) \
-            else None
-        grads = _grads(adapter, obj, layer, inputs, idx, ct) if ct is not None and np.issubdtype(
-            out.dtype, np.floating) else None
-        original.append((out, idx, ct, grads))
     examples, seen = [], set()
     for _, inputs in cases:  # one traced signature per distinct input shapes and dtypes
         key = tuple((a.shape, a.dtype.str) for a in inputs)
@@ -148,11 +136,27 @@ def check_export(ctx):
                     continue
                 problems.append(_said(f"saving as {fmt} failed: {_text(exc)}", _SAVE_HINTS[fmt]))
                 outcome[fmt] = "failed"
-        if saved:
-            with ctx.fresh_adapter() as fresh:
-                for fmt, notes in saved.items():
-                    outcome[fmt] = _check_format(ctx, fresh, fmt, notes, f"{workdir}/{fmt}", cases, original,
-                                                 examples, problems)
+        if not saved:
+            raise _NothingSaved
+        # the original's outputs and gradients, once per case, after saving: the saved layer is the one
+        # these calls start from (a call may advance its state: an RNG counter, running statistics)
+        differentiate = contract.gradients.get("mode", "true") != "none"
+        rng = inputs_mod.rng_for(ctx.seed, contract.name, "export")
+        original = []
+        for (name, inputs), case in zip(cases, contract.cases):
+            out = ctx.output_numpy(ctx.run(layer, inputs))
+            idx = _wrt_indices(contract, case) if differentiate else []
+            ct = rng.standard_normal(out.shape).astype(out.dtype) if differentiate and (idx or contract.trainable) \
+                else None
+            grads = _grads(adapter, obj, layer, inputs, idx, ct) if ct is not None and np.issubdtype(
+                out.dtype, np.floating) else None
+            original.append((out, idx, ct, grads))
+        with ctx.fresh_adapter() as fresh:
+            for fmt, notes in saved.items():
+                outcome[fmt] = _check_format(ctx, fresh, fmt, notes, f"{workdir}/{fmt}", cases, original,
+                                             examples, problems)
+    except _NothingSaved:
+        pass
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     details = {"formats": outcome, "fresh_process": True}
@@ -161,6 +165,10 @@ def check_export(ctx):
     if all(v.startswith("skipped") for v in outcome.values()):
         raise CheckSkipped("; ".join(f"{f}: {v[len('skipped: '):]}" for f, v in outcome.items()), not_applicable=True)
     return details
+
+
+class _NothingSaved(Exception):
+    """No format saved: nothing to compare (each format's outcome says why)."""
 
 
 def _wrt_indices(contract, case) -> list[int]:
