@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -123,6 +124,10 @@ def check_export(ctx):
             examples.append(inputs)
 
     workdir = tempfile.mkdtemp(prefix="conformance-export-")
+    # the fresh process imports its framework (seconds) while this one saves: one thread starts it
+    fresh_cm = ctx.fresh_adapter()
+    pool = ThreadPoolExecutor(1)
+    starting = pool.submit(fresh_cm.__enter__)
     try:
         saved, outcome, problems = {}, {}, []
         for fmt in formats:
@@ -151,13 +156,16 @@ def check_export(ctx):
             grads = _grads(adapter, obj, layer, inputs, idx, ct) if ct is not None and np.issubdtype(
                 out.dtype, np.floating) else None
             original.append((out, idx, ct, grads))
-        with ctx.fresh_adapter() as fresh:
-            for fmt, notes in saved.items():
-                outcome[fmt] = _check_format(ctx, fresh, fmt, notes, f"{workdir}/{fmt}", cases, original,
-                                             examples, problems)
+        fresh = starting.result()
+        for fmt, notes in saved.items():
+            outcome[fmt] = _check_format(ctx, fresh, fmt, notes, f"{workdir}/{fmt}", cases, original,
+                                         examples, problems)
     except _NothingSaved:
         pass
     finally:
+        pool.shutdown(wait=True)
+        if starting.exception() is None:
+            fresh_cm.__exit__(None, None, None)  # the fresh process ends with the check
         shutil.rmtree(workdir, ignore_errors=True)
     details = {"formats": outcome, "fresh_process": True}
     if problems:

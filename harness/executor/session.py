@@ -29,6 +29,7 @@ class Session:
         self.failed: dict = {}        # (framework, spec) -> why it cannot be loaded
         self.current: dict = {}       # framework -> spec of the target its executor holds
         self.running: list[Executor] = []
+        self.spares: dict = {}        # framework -> a fresh executor starting in the background (Future)
 
     # -- executors ---------------------------------------------------------------------------
     def _executor(self, table, role, framework):
@@ -50,8 +51,18 @@ class Session:
         under test (what a deployment that loads a saved layer sees), closed on exit. It runs under the
         current check's deadline, and is one process per use (the export check: one per check)."""
         layer = self.layer.get(framework)
+        spare = self.spares.pop(framework, None)
+        # the next use's process imports its framework now, on an otherwise idle core, instead of on the
+        # next check's clock; it is as fresh as one started then (it has imported nothing else)
+        self.spares[framework] = _starter().submit(self._start_fresh, framework)
         return fresh_adapter(framework, self.pythons.get(framework), self.memory_limit_gib,
-                             deadline=layer.deadline if layer is not None else None, running=self.running)
+                             deadline=layer.deadline if layer is not None else None, running=self.running,
+                             spare=spare)
+
+    def _start_fresh(self, framework):
+        ex = Executor("fresh", framework, self.pythons.get(framework), self.memory_limit_gib)
+        ex.start()
+        return ex
 
     # -- targets -------------------------------------------------------------------------------
     def load(self, framework: str, spec: str):
@@ -141,15 +152,45 @@ class Session:
     def close(self):
         for ex in list(self.layer.values()) + list(self.native.values()):
             ex.close()
+        for spare in self.spares.values():
+            ex = _started(spare)
+            if ex is not None:
+                ex.close()
+        self.spares.clear()
+
+
+_pool = None
+
+
+def _starter():
+    from concurrent.futures import ThreadPoolExecutor
+    global _pool
+    if _pool is None:
+        _pool = ThreadPoolExecutor(1, thread_name_prefix="fresh-executor")
+    return _pool
+
+
+def _started(spare):
+    """The spare's executor once started and still alive, else None (its failure is retried in the open)."""
+    if spare is None:
+        return None
+    try:
+        ex = spare.result()
+    except Exception:
+        return None
+    return ex if ex.alive else None
 
 
 @contextlib.contextmanager
 def fresh_adapter(framework: str, python: str | None = None, memory_limit_gib: float | None = None,
-                  deadline: float | None = None, running: list | None = None):
-    """An adapter on a new executor process of ``framework`` (see ``Session.fresh_adapter``)."""
-    ex = Executor("fresh", framework, python, memory_limit_gib)
+                  deadline: float | None = None, running: list | None = None, spare=None):
+    """An adapter on a new executor process of ``framework`` (see ``Session.fresh_adapter``); ``spare``:
+    a Future of one started for this use."""
+    started = _started(spare)
+    ex = started or Executor("fresh", framework, python, memory_limit_gib)
     try:
-        ex.start()
+        if started is None:
+            ex.start()
         ex.deadline = deadline
         if running is not None:
             running.append(ex)  # end_check clears its deadline with the others
