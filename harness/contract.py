@@ -405,6 +405,7 @@ class Contract:
                or (declared and name in declared)]
         slots = [s for s in self.trainable if declared is None or s in declared]
         return names, idx, slots
+    export = property(lambda self: dict(self.data.get("export") or {}))  # {formats: [...]} | {not_applicable: why}
 
     def line(self, *at) -> int | None:
         return _line_for(self.lines, at)

@@ -127,7 +127,7 @@ class ConformanceRun:
 
     def __init__(self, config):
         from . import targets as targets_mod
-        from .checks import CHECKS
+        from .checks import CHECKS, DEFAULT_CHECKS
 
         self.config = config
         contracts = list(_opt(config, "contract", "conformance_contract") or [])
@@ -139,7 +139,7 @@ class ConformanceRun:
         self.json_path = _opt(config, "conformance_json", "conformance_json") or None
         self.seed = int(seed) if seed not in (None, "") else 0
         self.devices = {"cpu": ["cpu"], "cuda": ["cuda"], "all": ["cpu", "cuda"]}[device]
-        self.checks = list(config.getoption("check") or CHECKS)
+        self.checks = list(config.getoption("check") or DEFAULT_CHECKS)  # opt-in checks only when named
         unknown = [c for c in self.checks if c not in CHECKS]
         if unknown:
             raise pytest.UsageError(f"--check {', '.join(unknown)}: known checks are {', '.join(CHECKS)}")

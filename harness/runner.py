@@ -16,7 +16,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from .checks import CHECKS, CheckContext, CheckFailed, CheckSkipped, unexpected_error
+from .checks import CHECKS, DEFAULT_CHECKS, CheckContext, CheckFailed, CheckSkipped, unexpected_error
 from .checks.blame import CheckBlocked, blocker_for
 
 DEVICE_CHECKS = ("devices", "device_parity")
@@ -236,6 +236,6 @@ def context_for(contract, impl, framework: str, device: str = "cpu", seed: int =
 
 
 def check_all(contract, impl, framework: str, checks=None, timeout=None, **kw) -> dict[str, dict]:
-    """Every (or the named) check on one implementation: {check id: record}."""
+    """Every default (or each named) check on one implementation: {check id: record}."""
     ctx = context_for(contract, impl, framework, **kw)
-    return {c: run_check(ctx, c, timeout=timeout) for c in (checks or CHECKS)}
+    return {c: run_check(ctx, c, timeout=timeout) for c in (checks or DEFAULT_CHECKS)}

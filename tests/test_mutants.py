@@ -9,6 +9,7 @@ import importlib.util
 import pytest
 
 from harness import adapters
+from harness.checks import DEFAULT_CHECKS, OPT_IN
 from harness.contract import bundled_contracts, load_contract
 from harness.runner import check_all, run_check, context_for
 from harness.targets import bundled_impl, resolve_impl
@@ -35,8 +36,11 @@ TARGETS = sorted({m.target for m in MUTANTS})
 
 @functools.lru_cache(maxsize=None)
 def verdicts(framework, contract, impl) -> dict:
-    """Every check on one mutant, once (in-process, the implementation object itself)."""
-    return check_all(load_contract(bundled_contracts()[contract]), resolve_impl(impl), framework)
+    """Every default check, plus the opt-in checks its entries name, on one mutant, once (in-process,
+    the implementation object itself)."""
+    named = {c for m in MUTANTS if m.target == (framework, contract, impl) for c in (m.check, *m.also, *m.blocked)}
+    checks = list(DEFAULT_CHECKS) + [c for c in OPT_IN if c in named]
+    return check_all(load_contract(bundled_contracts()[contract]), resolve_impl(impl), framework, checks=checks)
 
 
 def _ids(t):

@@ -31,6 +31,18 @@ def construct(factory, kwargs: dict):
     return factory(**{k: v for k, v in kwargs.items() if k in accepted})
 
 
+def import_spec(spec: str | None):
+    """The object ``module:attr`` names (a deployment imports the classes a saved file refers to)."""
+    if not spec:
+        return None
+    import importlib
+    mod_name, _, attr = spec.partition(":")
+    obj = importlib.import_module(mod_name)
+    for part in filter(None, attr.split(".")):
+        obj = getattr(obj, part)
+    return obj
+
+
 class Adapter:
     name: str = ""            # the --framework value: torch | tensorflow | jax | mxnet
     module: str = ""          # the top-level module whose presence in sys.modules marks the framework
@@ -232,6 +244,27 @@ class Adapter:
     def to_float64(self, layer):
         """The layer in float64 for finite differences, or None where that is not possible."""
         return None
+
+    # -- export: the framework's own whole-layer formats (the ``export`` check) -------------------
+    def export_formats(self, obj) -> list[str]:
+        """The framework's whole-layer save formats that can hold ``obj`` (a built layer, or a function
+        contract's callable), in the order the export check runs them. Raises Unsupported when none can."""
+        raise NotImplementedError
+
+    def export_save(self, obj, fmt: str, examples: list, path: str) -> dict:
+        """Save ``obj`` whole in format ``fmt`` into the new directory ``path``, traced on each input list
+        of ``examples`` where the format is a traced program. Returns plain notes; ``gradients`` says what
+        the format keeps of the backward ("kept", or why not). Raises Unsupported where the format
+        cannot hold ``obj`` (the framework's reason)."""
+        raise NotImplementedError
+
+    def export_load(self, fmt: str, path: str, impl_spec: str | None = None, constructor: dict | None = None,
+                    examples: list | None = None):
+        """What ``export_save`` wrote, loaded the way a deployment loads it, in a process that has not
+        built the layer: ``(callable, layer or None)`` for ``call``/``vjp``. ``impl_spec`` (module:attr)
+        is imported first where the format refers to the user's Python classes; a format that holds
+        weights only loads them into a fresh instance (``constructor`` arguments, built on ``examples[0]``)."""
+        raise NotImplementedError
 
     # Framework words for the fixes checks suggest; adapters override with their own idiom.
     hints = {

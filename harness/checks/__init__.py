@@ -15,6 +15,7 @@ from .loading import check_strict_loading
 from .modes import check_modes
 from .properties import check_properties
 from .compiled import check_compiled
+from .export import check_export
 
 CHECKS = {
     "parameters": check_parameters,
@@ -32,6 +33,15 @@ CHECKS = {
     "forward_mode": check_forward_mode,
     "second_order": check_second_order,
     "compiled": check_compiled,
+    "export": check_export,
 }
 
-__all__ = ["CHECKS", "CheckContext", "CheckFailed", "CheckSkipped", "unexpected_error"]
+# Checks a run includes only when asked (--check ID): what they cost the bundled matrix is still far
+# beyond their share (see the README's Benchmark section).
+OPT_IN = {
+    "compiled": "compiles every layer with each framework's compiler (about 2x the matrix's time)",
+    "export": "saves every layer in each format and reloads it in a fresh process (about 2.6x the matrix's time)",
+}
+DEFAULT_CHECKS = [c for c in CHECKS if c not in OPT_IN]
+
+__all__ = ["CHECKS", "DEFAULT_CHECKS", "OPT_IN", "CheckContext", "CheckFailed", "CheckSkipped", "unexpected_error"]

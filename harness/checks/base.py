@@ -130,6 +130,26 @@ class CheckContext:
         mod_name, _, attr = path.rpartition(".")
         return getattr(importlib.import_module(mod_name), attr)
 
+    def fresh_adapter(self):
+        """A context manager: the adapter of a new process that never imported the code under test
+        (the export check loads saved layers there). Without a session too: a subprocess either way."""
+        if self.session is not None:
+            return self.session.fresh_adapter(self.adapter.name)
+        import sys
+        from ..executor.session import fresh_adapter
+        return fresh_adapter(self.adapter.name, sys.executable)
+
+    @property
+    def impl_spec(self) -> str | None:
+        """``module:attr`` of the implementation, for a fresh process to import; None when it has none."""
+        if self.session is not None:
+            return next((spec for (fw, spec), v in self.session.loaded.items()
+                         if fw == self.adapter.name and v[1] is self.impl), None)
+        mod, name = getattr(self.impl, "__module__", None), getattr(self.impl, "__qualname__", None)
+        if not mod or not name or mod == "__main__" or "<locals>" in name:
+            return None
+        return f"{mod}:{name}"
+
     # -- state slots ---------------------------------------------------------------------
     def slot_map(self, layer, strict=False) -> dict[str, str]:
         """Contract slot -> the framework's name for it.

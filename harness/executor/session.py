@@ -7,6 +7,7 @@ target's code is imported. What a module changes in global state at import is un
 """
 from __future__ import annotations
 
+import contextlib
 import time
 
 from .client import CheckTimeout, Executor, ExecutorLost, RemoteAdapter, RemoteError, RemoteModule
@@ -34,6 +35,7 @@ class Session:
         self.usage: dict = {}         # ((framework, spec), constructor) -> why the binding does not fit
         self.current: dict = {}       # framework -> spec of the target its executor holds
         self.running: list[Executor] = []
+        self.spares: dict = {}        # framework -> a fresh executor starting in the background (Future)
 
     # -- executors ---------------------------------------------------------------------------
     def _executor(self, table, role, framework):
@@ -49,6 +51,24 @@ class Session:
         layer = self._executor(self.layer, "layer", framework)
         layer.ensure()
         return RemoteAdapter(layer, self._executor(self.native, "native", framework))
+
+    def fresh_adapter(self, framework: str):
+        """A context manager: an adapter on a brand-new executor that has imported nothing of the code
+        under test (what a deployment that loads a saved layer sees), closed on exit. It runs under the
+        current check's deadline, and is one process per use (the export check: one per check)."""
+        layer = self.layer.get(framework)
+        spare = self.spares.pop(framework, None)
+        # the next use's process imports its framework now, on an otherwise idle core, instead of on the
+        # next check's clock; it is as fresh as one started then (it has imported nothing else)
+        self.spares[framework] = _starter().submit(self._start_fresh, framework)
+        return fresh_adapter(framework, self.pythons.get(framework), self.memory_limit_gib,
+                             deadline=layer.deadline if layer is not None else None, running=self.running,
+                             spare=spare)
+
+    def _start_fresh(self, framework):
+        ex = Executor("fresh", framework, self.pythons.get(framework), self.memory_limit_gib)
+        ex.start()
+        return ex
 
     # -- targets -------------------------------------------------------------------------------
     def load(self, framework: str, spec: str, constructor: dict | None = None):
@@ -145,6 +165,53 @@ class Session:
     def close(self):
         for ex in list(self.layer.values()) + list(self.native.values()):
             ex.close()
+        for spare in self.spares.values():
+            ex = _started(spare)
+            if ex is not None:
+                ex.close()
+        self.spares.clear()
+
+
+_pool = None
+
+
+def _starter():
+    from concurrent.futures import ThreadPoolExecutor
+    global _pool
+    if _pool is None:
+        _pool = ThreadPoolExecutor(1, thread_name_prefix="fresh-executor")
+    return _pool
+
+
+def _started(spare):
+    """The spare's executor once started and still alive, else None (its failure is retried in the open)."""
+    if spare is None:
+        return None
+    try:
+        ex = spare.result()
+    except Exception:
+        return None
+    return ex if ex.alive else None
+
+
+@contextlib.contextmanager
+def fresh_adapter(framework: str, python: str | None = None, memory_limit_gib: float | None = None,
+                  deadline: float | None = None, running: list | None = None, spare=None):
+    """An adapter on a new executor process of ``framework`` (see ``Session.fresh_adapter``); ``spare``:
+    a Future of one started for this use."""
+    started = _started(spare)
+    ex = started or Executor("fresh", framework, python, memory_limit_gib)
+    try:
+        if started is None:
+            ex.start()
+        ex.deadline = deadline
+        if running is not None:
+            running.append(ex)  # end_check clears its deadline with the others
+        yield RemoteAdapter(ex)
+    finally:
+        if running is not None and ex in running:
+            running.remove(ex)
+        ex.close()
 
 
 def detect(spec: str, python: str | None = None, timeout: float = LOAD_TIMEOUT) -> dict:

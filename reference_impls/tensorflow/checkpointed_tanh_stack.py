@@ -9,8 +9,8 @@ def _step(h, w, b):
 
 
 class CheckpointedTanhStack(tf.keras.layers.Layer):
-    def __init__(self, d, depth=4):
-        super().__init__()
+    def __init__(self, d, depth=4, **kwargs):
+        super().__init__(**kwargs)  # name, dtype, trainable: what from_config passes back
         self.d, self.depth = d, depth
 
     def build(self, h_shape):

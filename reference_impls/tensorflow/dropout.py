@@ -2,8 +2,8 @@ import tensorflow as tf
 
 
 class Dropout(tf.keras.layers.Layer):
-    def __init__(self, p=0.5):
-        super().__init__()
+    def __init__(self, p=0.5, **kwargs):
+        super().__init__(**kwargs)  # name, dtype, trainable: what from_config passes back
         self.p = p
 
     def call(self, X, training=None):

@@ -3,8 +3,8 @@ import tensorflow as tf
 
 class RMSNorm(tf.keras.layers.Layer):
     # The width is known only at build time, from the first input
-    def __init__(self, eps=1e-6):
-        super().__init__()
+    def __init__(self, eps=1e-6, **kwargs):
+        super().__init__(**kwargs)  # name, dtype, trainable: what from_config passes back
         self.eps = eps
 
     def build(self, X_shape):

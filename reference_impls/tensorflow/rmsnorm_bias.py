@@ -2,8 +2,8 @@ import tensorflow as tf
 
 
 class RMSNorm(tf.keras.layers.Layer):
-    def __init__(self, eps=1e-6, bias=False):
-        super().__init__()
+    def __init__(self, eps=1e-6, bias=False, **kwargs):
+        super().__init__(**kwargs)  # name, dtype, trainable: what from_config passes back
         self.eps = eps
         self.use_bias = bias
 
