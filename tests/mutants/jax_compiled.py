@@ -23,5 +23,6 @@ class RMSNormCallCounter(nnx.Module):
 
 M = "tests.mutants.jax_compiled"
 MUTANTS = [
-    Mutant("jax", "rmsnorm", f"{M}:RMSNormCallCounter", "compiled", "the layer has a Python side effect"),
+    Mutant("jax", "rmsnorm", f"{M}:RMSNormCallCounter", "compiled", "the layer has a Python side effect",
+           also=('properties', 'values'), blocked=('device_parity', 'gradients', 'native')),
 ]

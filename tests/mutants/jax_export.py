@@ -27,5 +27,5 @@ log1pexp_numpy_backward.defvjp(_fwd, _bwd)
 
 MUTANTS = [
     Mutant("jax", "log1pexp", "tests.mutants.jax_export:log1pexp_numpy_backward", "export",
-           "a host callback (jax.pure_callback"),
+           "a host callback (jax.pure_callback", also=('second_order',)),
 ]

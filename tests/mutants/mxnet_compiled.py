@@ -30,5 +30,6 @@ class RMSNormAsnumpy(RMSNormHybrid):
 
 M = "tests.mutants.mxnet_compiled"
 MUTANTS = [
-    Mutant("mxnet", "rmsnorm", f"{M}:RMSNormAsnumpy", "compiled", "reads a tensor's value in Python"),
+    Mutant("mxnet", "rmsnorm", f"{M}:RMSNormAsnumpy", "compiled", "reads a tensor's value in Python",
+           also=('values',), blocked=('gradients',)),
 ]

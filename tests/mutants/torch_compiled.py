@@ -30,5 +30,5 @@ def round_ste_annealed(w):
 M = "tests.mutants.torch_compiled"
 MUTANTS = [
     Mutant("torch", "round_ste", f"{M}:round_ste_annealed", "compiled",
-           "recompiled on a second call with identical inputs"),
+           "recompiled on a second call with identical inputs", also=('gradients',)),
 ]
