@@ -111,7 +111,8 @@ def test_the_import_scan_follows_absolute_relative_and_literal_dynamic_imports(t
     assert names == {"mypkg/__init__.py", "mypkg/layers.py", "mypkg/ops/__init__.py", "mypkg/ops/scale.py",
                      "mypkg/consts.py", "mypkg/late.py", "mypkg/dyn.py"}
     # `from ..consts import FACTOR` may name a module too: an unresolved guess, not an error
-    assert scan.unparseable == [] and [m for m, _ in scan.missing] == ["mypkg.consts.FACTOR"]
+    # (torch is missing too in an environment without it, such as the MXNet one: not this test's point)
+    assert scan.unparseable == [] and [m for m, _ in scan.missing if m != "torch"] == ["mypkg.consts.FACTOR"]
     (pkg / "consts.py").write_text("FACTOR = (\n")
     scan = targets.ImportScan(inside=lambda p: str(p).startswith(str(tmp_path)))
     scan.closure("mypkg.layers")
