@@ -19,6 +19,7 @@ _MODULE_INTERNALS = frozenset(vars(torch.nn.Module()))
 class FrameworkAdapter(Adapter):
     name = "torch"
     module = "torch"
+    settled_by = ("torch._dynamo",)  # wraps torch.manual_seed when first imported
     hints = {
         "register_trainable": "wrap it in nn.Parameter (a plain tensor or a Python list hides it)",
         "register_buffer": "use self.register_buffer(name, tensor)",
