@@ -24,13 +24,22 @@ def unexpected_error(exc: BaseException) -> str:
 
 
 def raised_in_adapter(exc: BaseException) -> bool:
-    """Whether the deepest frame of ``exc`` is the harness's own adapter code (not the layer's)."""
-    tb = exc.__traceback__
-    if tb is None:
+    """Whether the harness's own adapter code raised ``exc`` on its own: the deepest frame is in the
+    adapters, and no frame of the code under test is on the way there (a layer that calls into adapter
+    code to raise "unsupported" from there is still the layer raising)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
         return False
-    while tb.tb_next is not None:
-        tb = tb.tb_next
-    return os.path.dirname(os.path.abspath(tb.tb_frame.f_code.co_filename)) == os.path.join(_HARNESS, "adapters")
+    adapters = os.path.join(_HARNESS, "adapters")
+    if os.path.dirname(os.path.abspath(frames[-1].filename)) != adapters:
+        return False
+    return not any(_is_user(f.filename) for f in frames)
+
+
+def _is_user(filename: str) -> bool:
+    path = os.path.abspath(filename)
+    return not (path.startswith(_HARNESS) or "site-packages" in path or "/lib/python" in path
+                or filename.startswith("<"))
 
 
 def out_of_memory(text: str) -> bool:

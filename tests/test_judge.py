@@ -137,3 +137,21 @@ def test_a_crashing_layer_under_xdist_loses_no_other_result(tmp_path):
     """os.abort() ends only the executor; the xdist worker (the judge) lives and no restart budget is spent."""
     proc, by = judged(tmp_path, "tests.hostile.torch_hostile:Aborts", "-n", "1")
     assert_judged(proc, by, "Aborts", ("error",), "killed by SIGABRT")
+
+
+def test_unsupported_raised_through_adapter_code_is_still_the_layers():
+    """Only the adapter raising on its own means "unsupported": a layer whose code is on the stack fails."""
+    from harness.errors import raised_in_adapter
+    from harness.adapters.base import Adapter
+    from tests.hostile.torch_hostile import RaisesThroughTheAdapter
+    import torch
+    try:
+        RaisesThroughTheAdapter(8)(torch.ones(2, 8))
+    except NotImplementedError as exc:
+        assert not raised_in_adapter(exc)
+    try:
+        Adapter.jvp(None, None, None, [], [])
+    except NotImplementedError as exc:
+        assert not raised_in_adapter(exc)   # this test's own frame is on the stack
+        exc.__traceback__ = exc.__traceback__.tb_next  # as the executor sees it: harness code called it
+        assert raised_in_adapter(exc)

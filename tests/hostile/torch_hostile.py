@@ -183,3 +183,10 @@ class Forks(_Base):
     def forward(self, X):
         os.fork()
         return self.correct(X)
+
+
+class RaisesThroughTheAdapter(_Base):
+    """Calls the adapter interface's own placeholder so that "not implemented" is raised from harness code."""
+    def forward(self, X):
+        from harness.adapters.base import Adapter
+        Adapter.jvp(None, None, None, [X], [None])
