@@ -464,6 +464,11 @@ def pytest_collection_finish(session):
     run = session.config.stash.get(_RUN_KEY, None)
     if run and run.active and not _is_worker(session.config) and session.items:
         _plan(run, [item.nodeid for item in session.items if isinstance(item, ConformanceItem)])
+        if not session.config.option.collectonly:
+            # this process runs every item: its executors start now, in the order the items need them,
+            # on a background thread (a framework's import then overlaps collection and earlier checks)
+            order = [i.parent.target.framework for i in session.items if isinstance(i, ConformanceItem)]
+            run.session.prestart(dict.fromkeys(order))
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -1,8 +1,10 @@
 """xdist scheduling: one target's checks stay on one worker (its executor imports the layer once),
 and a worker that dies loses only the check it was running.
 
-Targets, not frameworks, are the unit: the judge imports no framework, so spreading one framework's
-targets over workers costs an executor per worker, and balances the run.
+Targets, not frameworks, are the unit, so the run balances; but a worker is given targets of the
+frameworks it already has executors for while there are any, and otherwise those of a framework no
+worker has started: each framework's executors (a framework import each) start about once per run,
+not once per worker.
 
 xdist's group scheduler puts a crashed worker's unfinished unit back in the queue, crashing
 item included, so a layer that aborts the process is run again on every replacement worker until
@@ -32,6 +34,19 @@ class FrameworkGroupScheduling(LoadGroupScheduling):
         for other in self.assigned_work:
             self._reschedule(other)
         return crashitem
+
+    def _assign_work_unit(self, node):
+        def framework(scope):
+            ids = parse_nodeid(scope + "::x")
+            return ids["framework"] if ids else None
+        mine = {framework(s) for s in self.assigned_work.get(node, {})}
+        others = {framework(s) for n, work in self.assigned_work.items() if n is not node for s in work}
+        pick = next((s for s in self.workqueue if framework(s) in mine), None)
+        if pick is None:
+            pick = next((s for s in self.workqueue if framework(s) not in others), None)
+        if pick is not None:
+            self.workqueue.move_to_end(pick, last=False)  # the base class takes the queue's first unit
+        super()._assign_work_unit(node)
 
     def _split_scope(self, nodeid):
         ids = parse_nodeid(nodeid)

@@ -96,11 +96,28 @@ class Executor:
         self.handles: dict[int, Remote] = {}
         self.deadline: float | None = None
         self.started = 0  # how many processes this executor has had
+        self.starting = None  # a Future while the process starts in the background (start_soon)
+        self.begin_pending = False  # the next request opens a check (saves a round trip per check)
 
     # -- life ----------------------------------------------------------------------------------
     @property
     def alive(self) -> bool:
+        self._join()
         return self.channel is not None and not self.channel.isclosed()
+
+    def start_soon(self):
+        """Start the process on a background thread: its framework imports on an idle core while the
+        judge does other work; the first request waits for it."""
+        if self.starting is None and (self.channel is None or self.channel.isclosed()):
+            self.starting = _starter().submit(self.start)
+
+    def _join(self):
+        starting, self.starting = self.starting, None
+        if starting is not None:
+            try:
+                starting.result()
+            except BaseException:
+                self.kill()  # a failed background start is retried in the open, and fails there with its reason
 
     def start(self):
         import execnet
@@ -109,7 +126,7 @@ class Executor:
         self.gateway = execnet.makegateway(f"popen//python={self.python}")
         self.channel = self.gateway.remote_exec("from harness.executor.server import serve; serve(channel)")
         # the harness package must be importable before the config arrives: it sits on PYTHONPATH
-        self.channel.send({"path": path, "cwd": os.getcwd(), "framework": self.framework,
+        self.channel.send({"path": path, "cwd": os.getcwd(), "framework": self.framework, "role": self.role,
                            "memory_limit_gib": self.memory_limit_gib})
         self.started += 1
         self.handles.clear()
@@ -133,6 +150,7 @@ class Executor:
 
     def kill(self):
         """End the process from outside: SIGKILL cannot be caught, ignored or delayed."""
+        self._join()  # a process still starting in the background is ended too
         if self.gateway is None:
             return
         popen = getattr(self.gateway._io, "popen", None)
@@ -177,8 +195,11 @@ class Executor:
         self.next_id += 1
         rid = self.next_id
         self.generation += 1
+        msg = {"id": rid, "op": op, "args": wire.encode(args, self._handle_data)}
+        if self.begin_pending:
+            msg["begin"], self.begin_pending = True, False
         try:
-            self.channel.send({"id": rid, "op": op, "args": wire.encode(args, self._handle_data)})
+            self.channel.send(msg)
         except (OSError, EOFError, ValueError) as exc:  # the channel closed under us
             raise self._lost(f"the executor could not be reached ({exc})")
         while True:
@@ -258,6 +279,18 @@ class Executor:
     def release(self, keep=()):
         keep_ids = {h.hid for h in keep}
         self.handles = {k: v for k, v in self.handles.items() if k in keep_ids}
+
+
+_pool = None
+
+
+def _starter():
+    """One background thread that starts executors, one at a time (a framework import is CPU-bound)."""
+    from concurrent.futures import ThreadPoolExecutor
+    global _pool
+    if _pool is None:
+        _pool = ThreadPoolExecutor(1, thread_name_prefix="executor-start")
+    return _pool
 
 
 def _rss_gib(pid: int) -> float:

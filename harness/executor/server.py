@@ -37,6 +37,12 @@ class Server:
                 apply()
             from harness.adapters import get_adapter
             self.adapter = get_adapter(self.framework)
+            if config.get("role") == "layer":
+                # modules that replace the framework's own functions when first imported (torch._dynamo
+                # wraps torch.manual_seed): imported at start-up (off the checks' clock), before the
+                # fingerprint, so that only the code under test can change it
+                for name in getattr(self.adapter, "settled_by", ()):
+                    importlib.import_module(name)
         self.objects: dict[int, object] = {}
         self.ids: dict[int, int] = {}
         self.pinned: set[int] = set()
@@ -117,6 +123,8 @@ class Server:
     def answer(self, msg: dict) -> dict:
         rid = msg.get("id")
         try:
+            if msg.get("begin"):
+                self.op_begin_check()
             result = getattr(self, "op_" + msg["op"])(**wire.decode(msg.get("args") or {}, self.object_of))
             return {"id": rid, "ok": wire.encode(result, self.handle_of)}
         except BaseException as exc:  # everything the code under test can raise, SystemExit included
@@ -151,9 +159,7 @@ class Server:
         """Import ``module:attr``; report what the import changed in process-global state and, for a
         layer, whether its constructor can take the contract's arguments."""
         if self.fingerprint is None:
-            # modules that replace the framework's own functions when first imported (torch._dynamo wraps
-            # torch.manual_seed): imported now, so that only the code under test can change the fingerprint
-            for name in getattr(self.adapter, "settled_by", ()):
+            for name in getattr(self.adapter, "settled_by", ()):  # imported at start-up by a layer executor
                 importlib.import_module(name)
             self.fingerprint = _fingerprint()
         before = self._globals()

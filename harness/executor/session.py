@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import time
 
-from .client import CheckTimeout, Executor, ExecutorLost, RemoteAdapter, RemoteError, RemoteModule
+from .client import CheckTimeout, Executor, ExecutorLost, RemoteAdapter, RemoteError, RemoteModule, _starter
 
 LOAD_TIMEOUT = 120.0  # seconds to import a user module (a framework import can take most of it)
 
@@ -36,6 +36,7 @@ class Session:
         self.current: dict = {}       # framework -> spec of the target its executor holds
         self.running: list[Executor] = []
         self.spares: dict = {}        # framework -> a fresh executor starting in the background (Future)
+        self._native_generation = None
 
     # -- executors ---------------------------------------------------------------------------
     def _executor(self, table, role, framework):
@@ -50,7 +51,15 @@ class Session:
     def adapter(self, framework: str) -> RemoteAdapter:
         layer = self._executor(self.layer, "layer", framework)
         layer.ensure()
-        return RemoteAdapter(layer, self._executor(self.native, "native", framework))
+        native = self._executor(self.native, "native", framework)
+        native.start_soon()  # most contracts have a native layer; its import overlaps the first checks
+        return RemoteAdapter(layer, native)
+
+    def prestart(self, frameworks):
+        """Start the executors these frameworks need, in this order, on a background thread."""
+        for framework in frameworks:
+            self._executor(self.layer, "layer", framework).start_soon()
+            self._executor(self.native, "native", framework).start_soon()
 
     def fresh_adapter(self, framework: str):
         """A context manager: an adapter on a brand-new executor that has imported nothing of the code
@@ -127,14 +136,18 @@ class Session:
         for ex in self.running:
             ex.deadline = deadline
         layer = self.layer.get(framework)
-        if layer is not None and layer.alive:
-            layer.request("begin_check")
+        if layer is not None:
+            layer.begin_pending = True  # sent with the check's first request: the layer cannot run before it
+        native = self.native.get(framework)
+        self._native_generation = native.generation if native is not None else None
 
     def end_check(self, framework: str) -> list[str]:
         notes = []
         layer = self.layer.get(framework)
         try:
-            if layer is not None and layer.alive:
+            if layer is not None and layer.begin_pending:
+                layer.begin_pending = False  # no request in this check: nothing of the layer ran
+            elif layer is not None and layer.alive:
                 info = layer.request("end_check")
                 if info["changed"]:
                     notes.append("the layer changed global state (restored): " + ", ".join(info["changed"]))
@@ -142,8 +155,8 @@ class Session:
                     notes.append(f"the layer left thread(s) running: {', '.join(info['threads'])}; the next "
                                  f"target gets a fresh process")
             native = self.native.get(framework)
-            if native is not None and native.alive:
-                native.request("release")
+            if native is not None and native.generation != self._native_generation and native.alive:
+                native.request("release")  # only where this check used it
         except (ExecutorLost, CheckTimeout, RemoteError) as exc:
             notes.append(f"the executor could not be reset after the check ({exc}); it is replaced")
             if layer is not None:
@@ -170,17 +183,6 @@ class Session:
             if ex is not None:
                 ex.close()
         self.spares.clear()
-
-
-_pool = None
-
-
-def _starter():
-    from concurrent.futures import ThreadPoolExecutor
-    global _pool
-    if _pool is None:
-        _pool = ThreadPoolExecutor(1, thread_name_prefix="fresh-executor")
-    return _pool
 
 
 def _started(spare):

@@ -1,0 +1,79 @@
+"""xdist scheduling: one target's checks on one worker, and a worker kept on the frameworks whose
+executors it has started (each framework's executors start about once per run, not once per worker)."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from harness.scheduling import FrameworkGroupScheduling
+
+
+class _Node:
+    def __init__(self, name):
+        self.name, self.shutting_down, self.sent = name, False, []
+        self.gateway = SimpleNamespace(id=name)
+
+    def send_runtest_some(self, indexes):
+        self.sent.extend(indexes)
+
+    def shutdown(self):
+        self.shutting_down = True
+
+    def __repr__(self):
+        return self.name
+
+
+def _config(workers):
+    option = SimpleNamespace(loadscopereorder=True, numprocesses=workers, tx=[f"{workers}*popen"], dist="loadgroup")
+    return SimpleNamespace(option=option, getvalue=lambda name: getattr(option, name, None))
+
+
+def _collection(frameworks, contracts=("a", "b", "c", "d"), checks=("values", "gradients", "state", "native")):
+    return [f"specs/{c}.yaml::{c}[{fw}-cpu]::{check}" for fw in frameworks for c in contracts for check in checks]
+
+
+def _frameworks_run_by(sched, collection, node):
+    return {collection[i].split("[")[1].split("-")[0] for i in node.sent}
+
+
+def _drain(sched, nodes, collection):
+    """Finish every assigned check, node by node in turn, as workers report them."""
+    progress = True
+    while progress:
+        progress = False
+        for node in nodes:
+            work = sched.assigned_work[node]
+            pending = [(scope, nid) for scope, unit in work.items() for nid, done in unit.items() if not done]
+            if pending:
+                scope, nid = pending[0]
+                sched.mark_test_complete(node, collection.index(nid))
+                progress = True
+
+
+def test_each_framework_starts_on_one_worker_while_others_have_work():
+    collection = _collection(["torch", "tensorflow", "jax", "mxnet"])
+    sched = FrameworkGroupScheduling(_config(2))
+    nodes = [_Node("gw0"), _Node("gw1")]
+    for node in nodes:
+        sched.add_node(node)
+        sched.add_node_collection(node, collection)
+    sched.schedule()
+    first = [_frameworks_run_by(sched, collection, n) for n in nodes]
+    assert all(len(f) == 1 for f in first) and first[0] != first[1], first
+    _drain(sched, nodes, collection)
+    assert sorted(len(n.sent) for n in nodes) and sum(len(n.sent) for n in nodes) == len(collection)
+    a, b = (_frameworks_run_by(sched, collection, n) for n in nodes)
+    # four frameworks over two workers: each framework's targets on one worker (its executors start once)
+    assert not (a & b), (a, b)
+
+
+def test_a_worker_without_a_new_framework_helps_with_another():
+    collection = _collection(["torch"])  # one framework, more targets than workers: both workers run it
+    sched = FrameworkGroupScheduling(_config(2))
+    nodes = [_Node("gw0"), _Node("gw1")]
+    for node in nodes:
+        sched.add_node(node)
+        sched.add_node_collection(node, collection)
+    sched.schedule()
+    _drain(sched, nodes, collection)
+    assert all(n.sent for n in nodes)
+    assert sum(len(n.sent) for n in nodes) == len(collection)
