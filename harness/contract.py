@@ -52,6 +52,7 @@ def schema() -> dict:
     from .frameworks import FRAMEWORKS
     out = json.loads(SCHEMA_PATH.read_text())
     out["$defs"]["framework"]["enum"] = list(FRAMEWORKS)
+    out["$defs"]["export_format"]["enum"] = [fmt for f in FRAMEWORKS.values() for fmt in f.export_formats]
     return out
 
 
@@ -824,8 +825,9 @@ def _rules_modes(r: _Rules):
         if isinstance(rate, str) and rate.startswith("$") and rate[1:] in r.ctor:
             rate = r.ctor[rate[1:]]
         if not _is_number(rate) or not 0 < rate < 1:
-            r.bad(("modes", "train", "rate"), f"{train['rate']!r} is not a dropout rate: a number in (0, 1), or "
-                                              "$name of a constructor argument that holds one")
+            said = f"{train['rate']!r}" + (f" = {rate!r}" if rate is not train["rate"] else "")
+            r.bad(("modes", "train", "rate"), f"{said} is not a dropout rate: a number in (0, 1), or $name of a "
+                                              "constructor argument that holds one")
     inp = _map(train.get("input"))
     if inp.get("draw") == "zeros" or (inp.get("draw") == "literal" and 0 in _flat(inp.get("value"))):
         r.bad(("modes", "train", "input"), "the training input holds exact zeros, which would read as dropped; "
