@@ -1,5 +1,5 @@
-"""Helpers that several checks share: the reference's forward value, and the framework's own layer
-or function that a contract names. Checks import these from here, never from one another."""
+"""Helpers that several checks share: the reference's forward value, the framework's own layer or
+function that a contract names, the untracked attributes that look like a slot. Checks import these from here, never from one another."""
 from __future__ import annotations
 
 import numpy as np
@@ -24,3 +24,11 @@ def import_native(ctx, path: str):
         where = ctx.contract.location("native", ctx.adapter.name, key)
         raise CheckFailed(f"the contract's native layer {path!r} does not exist ({where}): "
                           f"{exc}") from None
+
+
+def untracked_for(untracked: dict, slot: str, shape) -> list[str]:
+    """Untracked attributes that look like ``slot``: same name first, else same shape."""
+    by_name = [p for p in untracked if p.split(".")[-1].split("[")[0] == slot]
+    if by_name:
+        return by_name
+    return [p for p, what in untracked.items() if what.endswith(str(list(shape)))]
