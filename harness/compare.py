@@ -15,7 +15,7 @@ DEFAULT_TOLERANCES = {
 
 
 def tolerance(contract, check: str, dtype: str) -> tuple[float, float]:
-    tol = (contract.data.get("tolerances") or {}) if contract is not None else {}
+    tol = contract.tolerances if contract is not None else {}
     for table in ((tol.get("checks") or {}).get(check) or {}, tol.get("default") or {}):
         if dtype in table:
             return float(table[dtype]["rtol"]), float(table[dtype]["atol"])

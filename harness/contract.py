@@ -45,7 +45,18 @@ def _specs_dir() -> Path:
 
 SPECS_DIR = _specs_dir()
 
-_SCHEMA = json.loads(SCHEMA_PATH.read_text())
+
+def schema() -> dict:
+    """The contract schema as the loader uses it: the file, with the frameworks' names filled in from
+    the registry (``harness/frameworks.py``), which is their one owner."""
+    from .frameworks import FRAMEWORKS
+    out = json.loads(SCHEMA_PATH.read_text())
+    out["$defs"]["framework"]["enum"] = list(FRAMEWORKS)
+    out["$defs"]["export_format"]["enum"] = [fmt for f in FRAMEWORKS.values() for fmt in f.export_formats]
+    return out
+
+
+_SCHEMA = schema()
 # the schema is the one list of check ids a contract may name (checks:, tolerances.checks)
 CHECK_IDS = tuple(_SCHEMA["$defs"]["check_id"]["enum"])
 # the longest per-check timeout, in a contract or on the command line
@@ -294,7 +305,7 @@ def _names_kind(allowed) -> str:
         return "check id"
     if allowed == set(_defs()["dtype"]["enum"]):
         return "dtype"
-    if allowed <= {"torch", "tensorflow", "jax", "mxnet"}:
+    if allowed == set(_defs()["framework"]["enum"]):
         return "framework"
     return "name"
 
@@ -375,6 +386,7 @@ def _schema_problems(err, lines) -> list:
 
 
 # --- the Contract object -----------------------------------------------------
+# One typed accessor per section: checks read a contract through these, never through ``data``.
 
 @dataclass
 class Contract:
@@ -384,28 +396,46 @@ class Contract:
 
     name = property(lambda self: self.data["name"])
     kind = property(lambda self: self.data["kind"])
+    description = property(lambda self: self.data.get("description"))
+    source = property(lambda self: self.data.get("source"))
     constructor = property(lambda self: dict(self.data.get("constructor") or {}))
     cases = property(lambda self: list(self.data["cases"]))
     trainable = property(lambda self: dict((self.data.get("state") or {}).get("trainable") or {}))
     non_trainable = property(lambda self: dict((self.data.get("state") or {}).get("non_trainable") or {}))
     gradients = property(lambda self: dict(self.data.get("gradients") or {"mode": "true"}))
     native = property(lambda self: dict(self.data.get("native") or {}))
+    # {in_features: N, skip: reason}; {} when absent
+    composition = property(lambda self: dict(self.data.get("composition") or {}))
+    # {default: {dtype: {rtol, atol}}, checks: {check: {dtype: {rtol, atol}}}}; {} when absent
+    tolerances = property(lambda self: dict(self.data.get("tolerances") or {}))
     timeout = property(lambda self: self.data.get("timeout"))
+    output_dtype = property(lambda self: self.data.get("output_dtype"))  # None: the first floating input's
+    properties = property(lambda self: list(self.data.get("properties") or []))
+    modes = property(lambda self: self.data.get("modes"))  # {eval, train: {kind, rate, input}} or None
+    strict_loading = property(lambda self: self.data.get("strict_loading"))  # {variant, slots} or None
+    forward_mode = property(lambda self: self.data.get("forward_mode"))  # {worked_examples} or None: not asked
+    second_order = property(lambda self: self.data.get("second_order"))  # {reference, cases} or None: not asked
     # {allow_graph_breaks: reason, max_recompiles: N} or {not_applicable: reason}; {} when absent
     compiled = property(lambda self: dict(self.data.get("compiled") or {}))
+    export = property(lambda self: dict(self.data.get("export") or {}))  # {formats: [...]} | {not_applicable: why}
+
+    @property
+    def native_gradients(self) -> tuple[set[str], set[str]]:
+        """(agree, record): the cases whose gradients must agree with the native function's, and those
+        whose are only recorded. Without a declaration every case agrees."""
+        declared = self.data.get("native_gradients") or {}
+        record = set(declared.get("record") or [])
+        return set(declared.get("agree") or [c["name"] for c in self.cases if c["name"] not in record]), record
+
+    @property
+    def reference_module(self) -> str:
+        return self.data["reference"]["module"]
 
     def differentiated(self, case: dict) -> tuple[list[str], list[int], list[str]]:
         """Which inputs (names, and indices of the differentiated ones) and trainable slots the
         contract differentiates in ``case``: ``gradients.wrt`` where given, else every floating input
         not marked ``differentiable: false`` and every trainable slot. The one place that decides it."""
-        names = list(case["inputs"])
-        declared = self.gradients.get("wrt")
-        idx = [i for i, (name, spec) in enumerate(case["inputs"].items())
-               if (declared is None and spec["dtype"].startswith(("float", "bfloat")) and spec.get("differentiable", True))
-               or (declared and name in declared)]
-        slots = [s for s in self.trainable if declared is None or s in declared]
-        return names, idx, slots
-    export = property(lambda self: dict(self.data.get("export") or {}))  # {formats: [...]} | {not_applicable: why}
+        return _differentiated(self.gradients.get("wrt"), case["inputs"], self.trainable)
 
     def line(self, *at) -> int | None:
         return _line_for(self.lines, at)
@@ -417,7 +447,7 @@ class Contract:
         return tuple(int(self.resolve_dim(d)) for d in spec)
 
     def resolve_arg(self, v):
-        """``$name`` in native args refers to a constructor argument."""
+        """``$name`` in native args (and a train rate) refers to a constructor argument."""
         if isinstance(v, str) and v.startswith("$"):
             return self.constructor[v[1:]]
         return v
@@ -442,9 +472,19 @@ class Contract:
         return f"{self.path}:{line}" if line else self.path
 
 
-# --- semantic pass -----------------------------------------------------------
-# It runs even when the schema pass found problems (so that every problem is listed at
-# once), hence it trusts no type: every access goes through _map / _seq.
+def _differentiated(declared, inputs: dict, trainable) -> tuple[list[str], list[int], list[str]]:
+    names = list(inputs)
+    idx = [i for i, (name, spec) in enumerate(inputs.items())
+           if (declared is None and spec["dtype"].startswith(("float", "bfloat")) and spec.get("differentiable", True))
+           or (declared and name in declared)]
+    return names, idx, [s for s in trainable if declared is None or s in declared]
+
+
+# --- section rules -----------------------------------------------------------
+# What the schema cannot say, one validator per top-level section (SECTION_RULES). They run even
+# when the schema pass found problems (so that every problem is listed at once), hence they trust
+# no type: every access goes through _map / _seq. A rule that can be decided from the contract alone
+# lives here, never in a check.
 
 def _map(x) -> dict:
     return x if isinstance(x, dict) else {}
@@ -480,224 +520,409 @@ def _numeric_shape(value):
         return None, "ragged: the rows have different lengths"
 
 
-def _semantic_problems(data: dict, lines: dict, max_input_elements: int) -> list:
-    """What the schema cannot say: names that must resolve, counts that must agree."""
-    problems = []
-    ctor = _map(data.get("constructor"))
+def _floating(dtype) -> bool:
+    return isinstance(dtype, str) and dtype.startswith(("float", "bfloat"))
 
-    def bad(at, msg):
-        problems.append((_line_for(lines, at), _field_name(at), _short(msg)))
 
-    def dim_value(d):
+class _Rules:
+    """What the section validators share: the data, where each field is, the names other sections
+    refer to (constructor arguments, case inputs, state slots), and the problems found so far."""
+
+    def __init__(self, data: dict, lines: dict, max_input_elements: int):
+        self.data, self.lines, self.max_input_elements = data, lines, max_input_elements
+        self.problems: list = []
+        self.ctor = _map(data.get("constructor"))
+        self.cases = [_map(c) for c in _seq(data.get("cases"))]
+        self.case_names = [c["name"] for c in self.cases if isinstance(c.get("name"), str)]
+        self.case_inputs: dict = {}  # input name -> its spec in the first case that has it
+        for case in self.cases:
+            for name, inp in _map(case.get("inputs")).items():
+                self.case_inputs.setdefault(name, _map(inp))
+        state = _map(data.get("state"))
+        self.slots: dict = {}  # slot -> trainable | non_trainable (the first declaration)
+        for kind in ("trainable", "non_trainable"):
+            for name in _map(state.get(kind)):
+                self.slots.setdefault(name, kind)
+        self._reference = None
+
+    def section(self, name) -> dict:
+        return _map(self.data.get(name))
+
+    def bad(self, at, msg):
+        self.problems.append((_line_for(self.lines, at), _field_name(at), _short(msg)))
+
+    def dim_value(self, d):
         """A dimension's integer value, or None where it is not (yet) one."""
         if isinstance(d, str):
-            v = ctor.get(d)
+            v = self.ctor.get(d)
             return v if _is_int(v) and v >= 0 else None
         return d if _is_int(d) and d >= 0 else (int(d) if isinstance(d, float) and d.is_integer() and d >= 0 else None)
 
-    def check_shape(shape, at, drawn=False):
+    def check_shape(self, shape, at, drawn=False):
         """Report dimensions that do not resolve; a drawn input must also be non-empty and not too large."""
         size = 1
         for i, d in enumerate(_seq(shape)):
             if isinstance(d, str):
-                if d not in ctor:
-                    bad(at + (i,), f"dimension {d!r} names no constructor argument"
-                        + (f" (constructor: {', '.join(map(str, ctor))})" if ctor else " (there is no constructor)"))
-                elif not _is_int(ctor[d]) or ctor[d] < 0:
-                    bad(at + (i,), f"dimension {d!r} = {ctor[d]!r} is not a non-negative integer")
-            v = dim_value(d)
+                if d not in self.ctor:
+                    self.bad(at + (i,), f"dimension {d!r} names no constructor argument"
+                             + (f" (constructor: {', '.join(map(str, self.ctor))})" if self.ctor
+                                else " (there is no constructor)"))
+                elif not _is_int(self.ctor[d]) or self.ctor[d] < 0:
+                    self.bad(at + (i,), f"dimension {d!r} = {self.ctor[d]!r} is not a non-negative integer")
+            v = self.dim_value(d)
             if drawn and v == 0:
                 # an empty tensor passes every elementwise comparison: the checks would be vacuous
                 named = f"dimension {d!r} = 0" if isinstance(d, str) else "dimension 0"
-                bad(at + (i,), f"{named} makes the input empty; every input needs at least one element")
+                self.bad(at + (i,), f"{named} makes the input empty; every input needs at least one element")
             size = size * v if v is not None and size is not None else None
-        limit = max_input_elements if drawn else MAX_ELEMENTS
+        limit = self.max_input_elements if drawn else MAX_ELEMENTS
         if size is not None and size > limit:
-            bad(at, f"{size} elements is more than the {limit} allowed per "
-                + (f"input (--max-input-elements or {MAX_INPUT_ELEMENTS_ENV} raises it)" if drawn else "state slot"))
+            self.bad(at, f"{size} elements is more than the {limit} allowed per "
+                     + (f"input (--max-input-elements or {MAX_INPUT_ELEMENTS_ENV} raises it)" if drawn
+                        else "state slot"))
 
-    def finite(value, at):
+    def finite(self, value, at):
         if isinstance(value, float) and not math.isfinite(value):
-            bad(at, f"{value!r} is not a finite number")
+            self.bad(at, f"{value!r} is not a finite number")
         elif _is_int(value) and abs(value) > 2 ** 53:  # would not survive float()
-            bad(at, f"{value} is too large")
+            self.bad(at, f"{value} is too large")
 
-    def check_draw(spec, at):
+    def check_draw(self, spec, at):
         for key in ("scale", "low", "high"):
-            finite(spec.get(key), at + (key,))
+            self.finite(spec.get(key), at + (key,))
         if spec.get("draw", "normal") == "uniform":
             low, high = spec.get("low", 0.0), spec.get("high", 1.0)
             if _is_number(low) and _is_number(high) and not low < high:
-                bad(at + ("low",), f"uniform draw needs low < high (low {low}, high {high})")
+                self.bad(at + ("low",), f"uniform draw needs low < high (low {low}, high {high})")
 
-    cases = _seq(data.get("cases"))
-    seen_cases = {}
-    case_inputs = set()
-    for ci, case in enumerate(cases):
-        case = _map(case)
+    def check_other_input(self, inp, at):
+        """A drawn input outside the cases (a property's, the training mode's)."""
+        if isinstance(inp, dict) and "shape" in inp:
+            self.check_shape(inp["shape"], at + ("shape",), drawn=True)
+
+    def reference_names(self):
+        """(names the reference module defines, why it cannot be imported), or (None, None) where the
+        contract names no importable-looking module. Imported once, in the reference executor, never
+        here: a reference module is code under review too."""
+        if self._reference is None:
+            module = self.section("reference").get("module")
+            if not (isinstance(module, str) and module and all(p.isidentifier() for p in module.split("."))):
+                self._reference = (None, None)
+            else:
+                from .executor.session import reference_names
+                from .runner import DEFAULT_TIMEOUT
+                limit = self.data.get("timeout")  # the reference's import gets the checks' time limit
+                limit = float(limit) if isinstance(limit, (int, float)) and 0 < limit < 1e6 else DEFAULT_TIMEOUT
+                names, why = reference_names(module, limit)
+                self._reference = (None, why) if why else (set(names), None)
+        return self._reference
+
+    def reference_has(self, key: str, default: str) -> bool | None:
+        """Whether the reference defines the function ``reference.<key>`` names; None: unknown."""
+        names, _ = self.reference_names()
+        fn = self.section("reference").get(key, default)
+        return None if names is None or not isinstance(fn, str) else fn in names
+
+
+def _schema_only(r: _Rules):
+    """The schema says all there is to say about this section."""
+
+
+def _rules_cases(r: _Rules):
+    seen = {}
+    for ci, case in enumerate(r.cases):
         cname = case.get("name")
         if isinstance(cname, str):
-            if cname in seen_cases:
-                bad(("cases", ci, "name"), f"case name {cname!r} is used twice (also case {seen_cases[cname]})")
-            seen_cases.setdefault(cname, ci)
+            if cname in seen:
+                r.bad(("cases", ci, "name"), f"case name {cname!r} is used twice (also case {seen[cname]})")
+            seen.setdefault(cname, ci)
         for name, inp in _map(case.get("inputs")).items():
-            case_inputs.add(name)
             at = ("cases", ci, "inputs", name)
-            if not isinstance(inp, dict):
-                continue
-            if inp.get("dtype") == "bfloat16":
-                # numpy has no bfloat16, so neither the draw nor the float64 reference can hold one
-                bad(at + ("dtype",), "bfloat16 inputs are not supported yet: draw float32 and cast inside the layer")
-            draw = inp.get("draw", "normal")
-            if draw == "literal" or "value" in inp:
-                if "value" not in inp:
-                    bad(at, "draw 'literal' needs a 'value'")
-                    continue
-                if draw != "literal":
-                    bad(at + ("value",), f"'value' goes with draw: literal, not draw: {draw!r}")
-                got, why = _numeric_shape(inp["value"]) if isinstance(inp["value"], list) else (None, None)
-                if why:
-                    bad(at + ("value",), f"literal value is {why}")
-                elif got is not None and "shape" not in inp and 0 in got:
-                    bad(at + ("value",), f"literal of shape {list(got)} is empty; every input needs at least "
-                        "one element")
-                if "shape" in inp:
-                    check_shape(inp["shape"], at + ("shape",), drawn=True)
-                    want = [dim_value(d) for d in _seq(inp["shape"])]
-                    if got is not None and isinstance(inp["shape"], list) and None not in want \
-                            and tuple(got) != tuple(want):
-                        bad(at + ("value",), f"literal of shape {list(got)} does not match shape {want}")
-                continue
-            if "shape" not in inp:
-                bad(at, "an input that is drawn needs a 'shape'")
-                continue
-            check_shape(inp["shape"], at + ("shape",), drawn=True)
-            check_draw(inp, at)
-            if "rows" in inp:
-                rows = _seq(inp["rows"])
-                shape = _seq(inp["shape"])
-                if not shape:
-                    bad(at + ("rows",), "'rows' needs a shape with at least one dimension")
-                else:
-                    first = dim_value(shape[0])
-                    if first is not None and first != len(rows):
-                        bad(at + ("rows",), f"{len(rows)} rows given but shape[0] is {first}")
-                for ri, row in enumerate(rows):
-                    if isinstance(row, dict):
-                        check_draw(row, at + ("rows", ri))
-                        if row.get("draw") == "literal" or "value" in row:
-                            bad(at + ("rows", ri), "a row is drawn (normal, uniform, zeros, ones); "
-                                "give a literal input as a whole 'value' instead")
+            if isinstance(inp, dict):
+                _rules_case_input(r, inp, at)
 
-    # the other drawn inputs: a property's and the training mode's
-    drawn = [(("properties", i, "input"), _map(prop).get("input")) for i, prop in enumerate(_seq(data.get("properties")))]
-    drawn.append((("modes", "train", "input"), _map(_map(data.get("modes")).get("train")).get("input")))
-    for at, inp in drawn:
-        if isinstance(inp, dict) and "shape" in inp:
-            check_shape(inp["shape"], at + ("shape",), drawn=True)
 
-    state = _map(data.get("state"))
-    slots = {}
+def _rules_case_input(r: _Rules, inp: dict, at: tuple):
+    if inp.get("dtype") == "bfloat16":
+        # numpy has no bfloat16, so neither the draw nor the float64 reference can hold one
+        r.bad(at + ("dtype",), "bfloat16 inputs are not supported yet: draw float32 and cast inside the layer")
+    draw = inp.get("draw", "normal")
+    if draw == "literal" or "value" in inp:
+        if "value" not in inp:
+            r.bad(at, "draw 'literal' needs a 'value'")
+            return
+        if draw != "literal":
+            r.bad(at + ("value",), f"'value' goes with draw: literal, not draw: {draw!r}")
+        got, why = _numeric_shape(inp["value"]) if isinstance(inp["value"], list) else (None, None)
+        if why:
+            r.bad(at + ("value",), f"literal value is {why}")
+        elif got is not None and "shape" not in inp and 0 in got:
+            r.bad(at + ("value",), f"literal of shape {list(got)} is empty; every input needs at least one element")
+        if "shape" in inp:
+            r.check_shape(inp["shape"], at + ("shape",), drawn=True)
+            want = [r.dim_value(d) for d in _seq(inp["shape"])]
+            if got is not None and isinstance(inp["shape"], list) and None not in want and tuple(got) != tuple(want):
+                r.bad(at + ("value",), f"literal of shape {list(got)} does not match shape {want}")
+        return
+    if "shape" not in inp:
+        r.bad(at, "an input that is drawn needs a 'shape'")
+        return
+    r.check_shape(inp["shape"], at + ("shape",), drawn=True)
+    r.check_draw(inp, at)
+    if "rows" in inp:
+        rows, shape = _seq(inp["rows"]), _seq(inp["shape"])
+        if not shape:
+            r.bad(at + ("rows",), "'rows' needs a shape with at least one dimension")
+        else:
+            first = r.dim_value(shape[0])
+            if first is not None and first != len(rows):
+                r.bad(at + ("rows",), f"{len(rows)} rows given but shape[0] is {first}")
+        for ri, row in enumerate(rows):
+            if isinstance(row, dict):
+                r.check_draw(row, at + ("rows", ri))
+                if row.get("draw") == "literal" or "value" in row:
+                    r.bad(at + ("rows", ri), "a row is drawn (normal, uniform, zeros, ones); "
+                          "give a literal input as a whole 'value' instead")
+
+
+def _rules_state(r: _Rules):
+    state = r.section("state")
+    seen = set()
     for kind in ("trainable", "non_trainable"):
         for name, slot in _map(state.get(kind)).items():
             at = ("state", kind, name)
-            if name in slots:
-                bad(at, f"slot {name!r} is declared both trainable and non-trainable")
-            slots[name] = kind
+            if name in seen:
+                r.bad(at, f"slot {name!r} is declared both trainable and non-trainable")
+            seen.add(name)
             slot = _map(slot)
-            check_shape(slot.get("shape"), at + ("shape",))
+            r.check_shape(slot.get("shape"), at + ("shape",))
             for rule_key in ("init", "test_value"):
                 rule = slot.get(rule_key)
                 if isinstance(rule, dict):
                     for j, v in enumerate(_seq(rule.get("linspace"))):
-                        finite(v, at + (rule_key, "linspace", j))
-    if data.get("kind") == "function" and slots:
-        bad(("state",), "a function contract has no state; declare kind: layer")
+                        r.finite(v, at + (rule_key, "linspace", j))
+            names, _ = r.reference_names()
+            module = r.section("reference").get("module")
+            if slot.get("init") == "reference" and names is not None and f"init_{name}" not in names:
+                r.bad(at + ("init",), f"init: reference needs a function init_{name} in {module}")
+    if r.data.get("kind") == "function" and r.slots:
+        r.bad(("state",), "a function contract has no state; declare kind: layer")
 
-    grads = _map(data.get("gradients"))
+
+def _rules_reference(r: _Rules):
+    ref = r.section("reference")
+    names, why = r.reference_names()
+    if why:
+        r.bad(("reference", "module"), f"cannot import {ref.get('module')!r}: {why}")
+    if names is None:
+        return
+    for key in ("forward", "vjp"):
+        if r.reference_has(key, key) is False:
+            if key == "vjp" and "vjp" not in ref and r.section("gradients").get("mode") == "none":
+                continue  # nothing asks for the default vjp
+            r.bad(("reference", key), f"{ref['module']} has no function {ref.get(key, key)!r}")
+
+
+def _rules_gradients(r: _Rules):
+    grads = r.section("gradients")
     for i, w in enumerate(_seq(grads.get("wrt"))):
-        if isinstance(w, str) and w not in case_inputs and w not in slots:
-            bad(("gradients", "wrt", i), f"{w!r} is neither an input nor a state slot")
+        if not isinstance(w, str):
+            continue
+        if w not in r.case_inputs and w not in r.slots:
+            r.bad(("gradients", "wrt", i), f"{w!r} is neither an input nor a state slot")
+        elif w in r.case_inputs and "dtype" in r.case_inputs[w] and not _floating(r.case_inputs[w]["dtype"]):
+            r.bad(("gradients", "wrt", i), f"input {w!r} is {r.case_inputs[w]['dtype']}: only floating inputs "
+                                           "have gradients")
     if grads.get("mode") == "surrogate" and grads.get("finite_difference") is True:
-        bad(("gradients", "finite_difference"), "a surrogate gradient is not the true derivative; "
-            "a finite-difference check would always fail")
+        r.bad(("gradients", "finite_difference"), "a surrogate gradient is not the true derivative; "
+              "a finite-difference check would always fail")
     for ei, ex in enumerate(_seq(grads.get("worked_examples"))):
         ex = _map(ex)
         shapes = {}
         for part in ("inputs", "expected"):
             for name, value in _map(ex.get(part)).items():
                 at = ("gradients", "worked_examples", ei, part, name)
-                if part == "inputs" and name not in case_inputs:
-                    bad(at, f"{name!r} is not an input of any case")
-                if part == "expected" and name not in case_inputs and name not in slots:
-                    bad(at, f"{name!r} is neither an input nor a state slot")
+                if part == "inputs" and name not in r.case_inputs:
+                    r.bad(at, f"{name!r} is not an input of any case")
+                if part == "expected" and name not in r.case_inputs and name not in r.slots:
+                    r.bad(at, f"{name!r} is neither an input nor a state slot")
                 got, why = _numeric_shape(value) if isinstance(value, list) else (None, None)
                 if why:
-                    bad(at, f"value is {why}")
+                    r.bad(at, f"value is {why}")
                 elif got is not None:
                     if part == "expected" and name in shapes and shapes[name] != got:
-                        bad(at, f"expected gradient of shape {list(got)} for an input of shape {list(shapes[name])}")
+                        r.bad(at, f"expected gradient of shape {list(got)} for an input of shape {list(shapes[name])}")
                     shapes.setdefault(name, got)
         if isinstance(ex.get("cotangent"), list):
             _, why = _numeric_shape(ex["cotangent"])
             if why:
-                bad(("gradients", "worked_examples", ei, "cotangent"), f"value is {why}")
+                r.bad(("gradients", "worked_examples", ei, "cotangent"), f"value is {why}")
 
-    tol = _map(data.get("tolerances"))
+
+def _rules_native(r: _Rules):
+    from .frameworks import FRAMEWORKS  # no framework import: find_spec only
+    for fw, nat in r.section("native").items():
+        nat = _map(nat)
+        if isinstance(nat.get("function"), str) and r.data.get("kind") == "layer":
+            r.bad(("native", fw, "function"), f"native {nat['function']!r} is a function but the contract is "
+                                              "a layer; name a class instead")
+        for key, v in _map(nat.get("args")).items():
+            if isinstance(v, str) and v.startswith("$") and v[1:] not in r.ctor:
+                r.bad(("native", fw, "args", key), f"{v!r} names no constructor argument")
+        for slot in _map(nat.get("state")):
+            if slot not in r.slots:
+                r.bad(("native", fw, "state", slot), f"{slot!r} is not a state slot of this contract")
+        cls = nat.get("class")
+        if isinstance(cls, str):
+            top, dot, _ = cls.partition(".")
+            if not dot:
+                r.bad(("native", fw, "class"), f"{cls!r} is not a dotted module.Class path")
+            elif fw in FRAMEWORKS and _installed(fw) and not _findable(top):
+                r.bad(("native", fw, "class"), f"{cls!r}: no module {top!r} here, although {fw} is installed")
+
+
+def _rules_native_gradients(r: _Rules):
+    for key in ("agree", "record"):
+        for i, name in enumerate(_seq(r.section("native_gradients").get(key))):
+            if isinstance(name, str) and name not in r.case_names:
+                r.bad(("native_gradients", key, i), f"{name!r} names no case (cases: {', '.join(r.case_names)})")
+
+
+def _rules_composition(r: _Rules):
+    width = r.section("composition").get("in_features")
+    if _is_int(width) and width * width > MAX_ELEMENTS:
+        r.bad(("composition", "in_features"), f"{width} makes dense layers of {width * width} weights")
+
+
+def _rules_tolerances(r: _Rules):
+    tol = r.section("tolerances")
     tables = [(("tolerances", "default"), tol.get("default"))]
     tables += [(("tolerances", "checks", c), t) for c, t in _map(tol.get("checks")).items()]
     for at, table in tables:
         for dtype, entry in _map(table).items():
             for key in ("rtol", "atol"):
-                finite(_map(entry).get(key), at + (dtype, key))
-    finite(data.get("timeout"), ("timeout",))
-    width = _map(data.get("composition")).get("in_features")
-    if _is_int(width) and width * width > MAX_ELEMENTS:
-        bad(("composition", "in_features"), f"{width} makes dense layers of {width * width} weights")
+                r.finite(_map(entry).get(key), at + (dtype, key))
 
-    from . import adapters  # no framework import: find_spec only
-    for fw, nat in _map(data.get("native")).items():
-        nat = _map(nat)
-        for key, v in _map(nat.get("args")).items():
-            if isinstance(v, str) and v.startswith("$") and v[1:] not in ctor:
-                bad(("native", fw, "args", key), f"{v!r} names no constructor argument")
-        for slot in _map(nat.get("state")):
-            if slot not in slots:
-                bad(("native", fw, "state", slot), f"{slot!r} is not a state slot of this contract")
-        cls = nat.get("class")
-        if isinstance(cls, str):
-            top, dot, _ = cls.partition(".")
-            if not dot:
-                bad(("native", fw, "class"), f"{cls!r} is not a dotted module.Class path")
-            elif fw in adapters.FRAMEWORKS and _installed(fw) and not _findable(top):
-                bad(("native", fw, "class"), f"{cls!r}: no module {top!r} here, although {fw} is installed")
 
-    ref = _map(data.get("reference"))
-    module = ref.get("module")
-    if isinstance(module, str) and module and all(p.isidentifier() for p in module.split(".")):
-        # imported in the reference executor, never here: a reference module is code under review too
-        from .executor.session import reference_names
-        from .runner import DEFAULT_TIMEOUT
-        limit = data.get("timeout")  # the reference's import gets the checks' time limit
-        limit = float(limit) if isinstance(limit, (int, float)) and 0 < limit < 1e6 else DEFAULT_TIMEOUT
-        names, why = reference_names(module, limit)
-        if why:
-            bad(("reference", "module"), f"cannot import {module!r}: {why}")
-        else:
-            for key, default in (("forward", "forward"), ("vjp", "vjp")):
-                fn = ref.get(key, default)
-                if not isinstance(fn, str):
-                    continue
-                if fn not in names:
-                    if key == "vjp" and "vjp" not in ref and grads.get("mode") == "none":
-                        continue
-                    bad(("reference", key), f"{module} has no function {fn!r}")
-            for kind in ("trainable", "non_trainable"):
-                for name, slot in _map(state.get(kind)).items():
-                    if _map(slot).get("init") == "reference" and f"init_{name}" not in names:
-                        bad(("state", kind, name, "init"), f"init: reference needs a function "
-                            f"init_{name} in {module}")
-    return problems
+def _rules_timeout(r: _Rules):
+    r.finite(r.data.get("timeout"), ("timeout",))
+
+
+def _rules_properties(r: _Rules):
+    for i, prop in enumerate(_seq(r.data.get("properties"))):
+        prop = _map(prop)
+        r.check_other_input(prop.get("input"), ("properties", i, "input"))
+        if prop.get("kind") == "mean_square" and not _is_number(r.ctor.get("eps")):
+            r.bad(("properties", i, "kind"), "property mean_square needs a numeric constructor argument 'eps' "
+                                             f"(constructor: {', '.join(map(str, r.ctor)) or 'none'})")
+
+
+def _rules_modes(r: _Rules):
+    train = _map(r.section("modes").get("train"))
+    r.check_other_input(train.get("input"), ("modes", "train", "input"))
+    if "rate" in train:
+        rate = train["rate"]
+        if isinstance(rate, str) and rate.startswith("$") and rate[1:] in r.ctor:
+            rate = r.ctor[rate[1:]]
+        if not _is_number(rate) or not 0 < rate < 1:
+            said = f"{train['rate']!r}" + (f" = {rate!r}" if rate is not train["rate"] else "")
+            r.bad(("modes", "train", "rate"), f"{said} is not a dropout rate: a number in (0, 1), or $name of a "
+                                              "constructor argument that holds one")
+    inp = _map(train.get("input"))
+    if inp.get("draw") == "zeros" or (inp.get("draw") == "literal" and 0 in _flat(inp.get("value"))):
+        r.bad(("modes", "train", "input"), "the training input holds exact zeros, which would read as dropped; "
+                                           "draw uniform away from 0")
+
+
+def _flat(value) -> list:
+    if isinstance(value, list):
+        return [x for v in value for x in _flat(v)]
+    return [value]
+
+
+def _rules_strict_loading(r: _Rules):
+    for i, slot in enumerate(_seq(r.section("strict_loading").get("slots"))):
+        if isinstance(slot, str) and slot not in r.slots:
+            r.bad(("strict_loading", "slots", i), f"{slot!r} is not a state slot of this contract"
+                  + (f" (slots: {', '.join(r.slots)})" if r.slots else " (it declares none)"))
+
+
+def _rules_forward_mode(r: _Rules):
+    spec = r.data.get("forward_mode")
+    if spec is None:
+        return
+    first = list(_map(r.cases[0].get("inputs"))) if r.cases else None
+    for k, ex in enumerate(_seq(_map(spec).get("worked_examples"))):
+        ex = _map(ex)
+        given, tangents = set(_map(ex.get("inputs"))), set(_map(ex.get("tangents")))
+        stray = sorted((given ^ set(first)) | (tangents - set(first))) if first is not None else []
+        if stray:
+            r.bad(("forward_mode", "worked_examples", k), f"names {stray}, which do not match the first case's "
+                                                          f"inputs {first}")
+    if r.reference_has("vjp", "vjp") is False and (r.section("gradients").get("mode") == "none"
+                                                   and "vjp" not in r.section("reference")):
+        r.bad(("forward_mode",), f"forward mode is compared with the reference's vjp, and "
+                                 f"{r.section('reference')['module']} has none")
+
+
+def _rules_second_order(r: _Rules):
+    spec = r.data.get("second_order")
+    if spec is None:
+        return
+    spec = _map(spec)
+    fn = spec.get("reference")
+    names, _ = r.reference_names()
+    if isinstance(fn, str) and names is not None and fn not in names:
+        r.bad(("second_order", "reference"), f"{r.section('reference')['module']} has no function {fn!r}")
+    chosen = _seq(spec.get("cases"))
+    for i, name in enumerate(chosen):
+        if isinstance(name, str) and name not in r.case_names:
+            r.bad(("second_order", "cases", i), f"{name!r} names no case (cases: {', '.join(r.case_names)})")
+    wrt = _seq(r.section("gradients").get("wrt")) if "wrt" in r.section("gradients") else None
+    try:
+        some = any(_differentiated(wrt, _map(c.get("inputs")), ())[1] for c in r.cases
+                   if not chosen or c.get("name") in chosen)
+    except (KeyError, AttributeError, TypeError):  # a malformed input: reported by the schema
+        return
+    if not some:
+        r.bad(("second_order",), "no case it names has a differentiable input to take second derivatives for")
+
+
+# Every top-level key of the schema, and its rules beyond the schema (tests hold the two to each other).
+SECTION_RULES = {
+    "name": _schema_only,
+    "kind": _schema_only,
+    "description": _schema_only,
+    "source": _schema_only,
+    "constructor": _schema_only,  # its names are checked where they are used (shapes, args, rates)
+    "cases": _rules_cases,
+    "state": _rules_state,
+    "reference": _rules_reference,
+    "gradients": _rules_gradients,
+    "native": _rules_native,
+    "native_gradients": _rules_native_gradients,
+    "composition": _rules_composition,
+    "tolerances": _rules_tolerances,
+    "checks": _schema_only,
+    "frameworks": _schema_only,
+    "timeout": _rules_timeout,
+    "output_dtype": _schema_only,
+    "properties": _rules_properties,
+    "modes": _rules_modes,
+    "strict_loading": _rules_strict_loading,
+    "forward_mode": _rules_forward_mode,
+    "second_order": _rules_second_order,
+    "compiled": _schema_only,
+    "export": _schema_only,
+}
+
+
+def _semantic_problems(data: dict, lines: dict, max_input_elements: int) -> list:
+    """Every section's rules, all problems at once."""
+    r = _Rules(data, lines, max_input_elements)
+    for rules in SECTION_RULES.values():
+        rules(r)
+    return r.problems
 
 
 _found: dict[str, bool] = {}  # find_spec per top-level name, once per process: it walks sys.path

@@ -1,7 +1,8 @@
 """The one registry of frameworks. Everything that names the frameworks takes the names from here.
 
-Importing this module imports no framework. To add a framework: an entry here, an adapter module
-``harness/adapters/<name>.py``, its reference implementations and its mutants (see the README).
+Importing this module imports no framework. To add a framework: an entry here and an adapter module
+``harness/adapters/<name>.py`` (see the README's list). The contract schema's framework names and
+export formats are filled in from here when it is loaded.
 """
 from __future__ import annotations
 
@@ -13,13 +14,14 @@ class Framework:
     name: str                # the --framework value and the adapter module's name
     module: str              # the top-level module whose presence in sys.modules marks the framework
     dists: tuple[str, ...]   # distributions whose versions a results file records
+    export_formats: tuple[str, ...] = ()  # what a contract's export.formats may name for it
 
 
 FRAMEWORKS = {f.name: f for f in (
-    Framework("torch", "torch", ("torch",)),
-    Framework("tensorflow", "tensorflow", ("tensorflow", "tensorflow-cpu", "keras")),
-    Framework("jax", "flax", ("jax", "jaxlib", "flax")),
-    Framework("mxnet", "mxnet", ("mxnet",)),
+    Framework("torch", "torch", ("torch",), ("torch.export", "torch.save", "state_dict")),
+    Framework("tensorflow", "tensorflow", ("tensorflow", "tensorflow-cpu", "keras"), ("keras", "savedmodel")),
+    Framework("jax", "flax", ("jax", "jaxlib", "flax"), ("jax.export", "nnx")),
+    Framework("mxnet", "mxnet", ("mxnet",), ("gluon.export",)),
 )}
 
 

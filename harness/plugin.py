@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from . import __version__
+from .frameworks import FRAMEWORKS
 from .nodeids import parse as parse_nodeid, target_name
 from .contract import (DEFAULT_MAX_INPUT_ELEMENTS, MAX_INPUT_ELEMENTS_ENV, MAX_TIMEOUT, ContractError,
                        ContractNotFound, input_element_limit, load_contract)
@@ -27,7 +28,7 @@ def pytest_addoption(parser):
                 help="contract to check (a bundled name or a YAML path); repeatable")
     g.addoption("--impl", metavar="MODULE:ATTR", help="the class, factory or function under test")
     g.addoption("--framework", action="append", default=[], metavar="NAME",
-                help="torch|tensorflow|jax|mxnet (detected from --impl when omitted); repeatable")
+                help=f"{'|'.join(FRAMEWORKS)} (detected from --impl when omitted); repeatable")
     g.addoption("--device", choices=["cpu", "cuda", "all"], default=None,
                 help="devices the checks run on (default cpu; the devices check also uses virtual devices)")
     g.addoption("--state-map", action="append", default=[], metavar="SLOT=NAME",

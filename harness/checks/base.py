@@ -189,7 +189,7 @@ class CheckContext:
         return tolerance(self.contract, check, dtype)
 
     def expected_dtype(self, inputs) -> str:
-        want = self.contract.data.get("output_dtype")
+        want = self.contract.output_dtype
         if want:
             return want
         floats = [a for a in inputs if np.issubdtype(a.dtype, np.floating)]

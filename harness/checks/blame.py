@@ -56,7 +56,7 @@ def state_findings(ctx) -> list[Finding]:
     as ``parameters`` and ``buffers``)."""
     if ctx.is_function:
         return []
-    from .state import _untracked_for
+    from .common import untracked_for
     adapter, contract = ctx.adapter, ctx.contract
     layer = ctx.new_layer()
     trainable, non_trainable = adapter.trainable(layer), adapter.non_trainable(layer)
@@ -68,7 +68,7 @@ def state_findings(ctx) -> list[Finding]:
         name = mapping.get(slot)
         if name in trainable:
             continue
-        loose = _untracked_for(untracked, slot, contract.shape(spec["shape"]))
+        loose = untracked_for(untracked, slot, contract.shape(spec["shape"]))
         named.update(loose)
         if loose:
             out.append(Finding("parameters", f"{slot!r} is untracked"))
@@ -85,7 +85,7 @@ def state_findings(ctx) -> list[Finding]:
             out.append(Finding(owner, f"{slot!r} is registered as trainable"))
             continue
         if name not in non_trainable:
-            loose = _untracked_for(untracked, slot, contract.shape(spec["shape"]))
+            loose = untracked_for(untracked, slot, contract.shape(spec["shape"]))
             if buffers_run:
                 named.update(loose)
                 out.append(Finding("buffers", f"{slot!r} is {'untracked' if loose else 'missing'}"))

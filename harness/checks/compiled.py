@@ -71,7 +71,7 @@ def check_compiled(ctx):
     if "not_applicable" in spec:
         raise CheckSkipped(f"not applicable: {spec['not_applicable']}", not_applicable=True)
     require(ctx, "compilers", "compile", "compiled_call", "compiled_vjp", "compile_stats")
-    from .numerics import _reference_forward, _wrt
+    from .common import reference_forward
     from .. import inputs as inputs_mod
     adapter, contract = ctx.adapter, ctx.contract
     state = inputs_mod.test_state(contract)
@@ -122,7 +122,7 @@ def check_compiled(ctx):
                 [str(i) for i in range(len(inputs))]
             pairs += [(f"gradient for input {names[i]!r}", _np(adapter, c_in[i]), _np(adapter, e_in[i])) for i in idx]
             if differentiate and layer is not None:
-                slots = [s for s in _wrt(ctx, contract.cases[0])[2] if s in mapping]
+                slots = [s for s in contract.differentiated(contract.cases[0])[2] if s in mapping]
                 pairs += [(f"gradient for slot {s!r}", _np(adapter, c_state.get(mapping[s])),
                            _np(adapter, e_state.get(mapping[s]))) for s in slots]
             for what, g, w in pairs:
@@ -146,12 +146,12 @@ def check_compiled(ctx):
             return got
 
         # every case, in evaluation mode, after a training-mode trace where the layer has modes
-        modes = bool(contract.data.get("modes")) and layer is not None
+        modes = bool(contract.modes) and layer is not None
         first = None
         for n, case in enumerate(contract.cases):
             inputs = ctx.case_inputs(case)
-            _, idx, _ = _wrt(ctx, case)
-            ct = rng.standard_normal(_reference_forward(ctx, inputs, state).shape)  # numpy: no extra eager run
+            _, idx, _ = contract.differentiated(case)
+            ct = rng.standard_normal(reference_forward(ctx, inputs, state).shape)  # numpy: no extra eager run
             if first is None:
                 first = (case, inputs, idx, ct)
             compare(f"case {case['name']!r}", inputs, idx, ct, training_first=modes and n == 0)
@@ -185,13 +185,13 @@ def check_compiled(ctx):
             batch_note = "no case has a literal leading batch dimension shared by its inputs"
         else:
             binputs = ctx.case_inputs(bcase)
-            _, bidx, _ = _wrt(ctx, bcase)
+            _, bidx, _ = contract.differentiated(bcase)
             n0 = binputs[0].shape[0]
             before = stats()
             for n in (n0 + 1, n0 + 2):
                 resized = _resized(binputs, n)
                 try:
-                    shape = _reference_forward(ctx, resized, state).shape
+                    shape = reference_forward(ctx, resized, state).shape
                 except Exception as exc:  # the leading dimension is not free for this contract
                     batch_note = f"the reference refuses {n} rows of case {bcase['name']!r}: {unexpected_error(exc)}"
                     break

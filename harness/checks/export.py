@@ -150,7 +150,7 @@ def check_export(ctx):
         original = []
         for (name, inputs), case in zip(cases, contract.cases):
             out = ctx.output_numpy(ctx.run(layer, inputs))
-            idx = _wrt_indices(contract, case) if differentiate else []
+            idx = contract.differentiated(case)[1] if differentiate else []
             ct = rng.standard_normal(out.shape).astype(out.dtype) if differentiate and (idx or contract.trainable) \
                 else None
             grads = _grads(adapter, obj, layer, inputs, idx, ct) if ct is not None and np.issubdtype(
@@ -177,13 +177,6 @@ def check_export(ctx):
 
 class _NothingSaved(Exception):
     """No format saved: nothing to compare (each format's outcome says why)."""
-
-
-def _wrt_indices(contract, case) -> list[int]:
-    declared = contract.gradients.get("wrt")
-    return [i for i, (name, spec) in enumerate(case["inputs"].items())
-            if spec["dtype"].startswith(("float", "bfloat"))
-            and ((declared is None and spec.get("differentiable", True)) or (declared and name in declared))]
 
 
 def _text(exc) -> str:

@@ -36,10 +36,10 @@ def _reference_jt(ctx, ref_vjp, inputs, state, idx, names, tangents, out_shape, 
 
 def check_forward_mode(ctx):
     """Worked examples exactly as stated; every case against the reference's linear map."""
-    spec = ctx.contract.data.get("forward_mode")
+    spec = ctx.contract.forward_mode
     if spec is None:
         raise CheckSkipped("the contract does not ask for forward mode", not_applicable=True)
-    from .numerics import _reference_forward, _wrt
+    from .common import reference_forward
     adapter, contract = ctx.adapter, ctx.contract
     state = inputs_mod.test_state(contract)
     _, _, ref_vjp = contract.reference()
@@ -56,10 +56,6 @@ def check_forward_mode(ctx):
     first = contract.cases[0]["inputs"]
     for k, ex in enumerate(spec.get("worked_examples") or []):
         what = f"in worked example {k}" + (f" ({ex['description']})" if ex.get("description") else "")
-        stray = sorted((set(ex["inputs"]) ^ set(first)) | (set(ex["tangents"]) - set(first)))
-        if stray:
-            raise CheckFailed(f"forward_mode worked example {k} names {stray}, which do not match the inputs "
-                              f"{list(first)} ({contract.location('forward_mode', 'worked_examples', k)})")
         x = [np.asarray(ex["inputs"][n], dtype=s["dtype"]) for n, s in first.items()]
         t = [np.asarray(ex["tangents"][n], dtype=s["dtype"]) if n in ex["tangents"] else None
              for n, s in first.items()]
@@ -75,18 +71,16 @@ def check_forward_mode(ctx):
     rng = inputs_mod.rng_for(ctx.seed, contract.name, "forward_mode")
     for case in contract.cases:
         inputs = ctx.case_inputs(case)
-        names, idx, _ = _wrt(ctx, case)
+        names, idx, _ = contract.differentiated(case)
         tangents = [rng.standard_normal(a.shape).astype(a.dtype) if i in idx else None for i, a in enumerate(inputs)]
         layer, state, _ = ctx.layer_at(state)
         out, tan = push(layer, inputs, tangents, f"on case {case['name']!r}")
         got = ctx.output_numpy(tan, f"case {case['name']!r}: the output tangent")
-        want_out = _reference_forward(ctx, inputs, state)
+        want_out = reference_forward(ctx, inputs, state)
         if got.shape != want_out.shape:
             problems.append(f"case {case['name']!r}: the output tangent has shape {list(got.shape)}, "
                             f"expected {list(want_out.shape)}")
             continue
-        if ref_vjp is None:
-            raise CheckFailed(f"the reference {contract.data['reference']['module']} has no vjp to compare with")
         want, projections = _reference_jt(ctx, ref_vjp, inputs, state, idx, names,
                                           [t if t is None else t.astype(np.float64) for t in tangents],
                                           want_out.shape, rng)

@@ -7,6 +7,7 @@ import numpy as np
 
 from ..compare import describe_mismatch, max_abs_error
 from .base import CheckFailed, unexpected_error
+from .common import import_native
 
 
 def _floating(dtype: str) -> bool:
@@ -23,20 +24,10 @@ def check_native_function(ctx, spec):
     ones, so they read as per-element factors) must agree on ``native_gradients.agree`` cases and
     are recorded, not judged, on ``native_gradients.record`` cases: that is where the contract
     chose a convention the framework need not share."""
-    from .numerics import _import_dotted, _wrt
     contract, adapter = ctx.contract, ctx.adapter
-    if not ctx.is_function:
-        raise CheckFailed(f"native {spec['function']!r} is a function but the contract is a layer "
-                          f"({contract.location('native', adapter.name)}); name a class instead")
-    native = _import_dotted(ctx, spec["function"])
+    native = import_native(ctx, spec["function"])
     label = spec["function"]
-    declared = contract.data.get("native_gradients") or {}
-    names = [c["name"] for c in contract.cases]
-    record = set(declared.get("record") or [])
-    agree = set(declared.get("agree") or [n for n in names if n not in record])
-    unknown = sorted((agree | record) - set(names))
-    if unknown:
-        raise CheckFailed(f"native_gradients names no case {unknown} ({contract.location('native_gradients')})")
+    agree, record = contract.native_gradients
     with_grads = contract.gradients.get("mode", "true") != "none"
     problems, conventions, worst = [], {}, 0.0
     for case in contract.cases:
@@ -52,7 +43,7 @@ def check_native_function(ctx, spec):
         worst = max(worst, max_abs_error(got, want))
         if not with_grads or case["name"] not in agree | record:
             continue
-        case_names, idx, _ = _wrt(ctx, case)
+        case_names, idx, _ = contract.differentiated(case)
         ones = np.ones(want.shape)
         try:
             _, g_ours, _ = adapter.vjp(ours, None, inputs, idx, ones)

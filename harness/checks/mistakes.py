@@ -54,7 +54,7 @@ KNOWN_MISTAKES = (
 def recognize(ctx, state, outputs) -> str:
     """The known mistake that explains every case's output, as a sentence; else ''.
     ``outputs``: [(inputs, the layer's output)] for the cases checked."""
-    module = str((ctx.contract.data.get("reference") or {}).get("module", "")).rpartition(".")[2]
+    module = ctx.contract.reference_module.rpartition(".")[2]
     kw = {**ctx.contract.constructor, **state}
     for mistake in KNOWN_MISTAKES:
         if module not in mistake.references:

@@ -35,7 +35,7 @@ def check_modes(ctx):
     """Eval: the identity, bit for bit. Train (``inverted_dropout``): zero fraction within a
     Hoeffding bound of the rate, survivors scaled by 1 / (1 - rate), a fresh mask per call.
     Both through the framework's switch on a container holding the layer."""
-    spec = ctx.contract.data.get("modes")
+    spec = ctx.contract.modes
     if not spec:
         raise CheckSkipped("the contract declares no training/evaluation behaviour", not_applicable=True)
     if ctx.is_function:
@@ -43,13 +43,7 @@ def check_modes(ctx):
     require(ctx, "nest", "manual_seed")
     adapter, contract = ctx.adapter, ctx.contract
     train = spec["train"]
-    try:
-        rate = contract.resolve_arg(train["rate"])  # a number or $name of a constructor argument
-    except KeyError:
-        rate = train["rate"]
-    if not isinstance(rate, (int, float)) or not 0 < rate < 1:
-        raise CheckFailed(f"modes.train.rate resolves to {rate!r}, not a number in (0, 1) "
-                          f"({contract.location('modes', 'train', 'rate')})")
+    rate = contract.resolve_arg(train["rate"])  # a number in (0, 1) or $name of a constructor argument
     false_alarm = float(train.get("false_alarm", 1e-9))
     x = inputs_mod.make_input(contract, "modes", "input", train["input"], ctx.seed)
     if np.any(x == 0):

@@ -7,12 +7,8 @@ import numpy as np
 from .. import inputs as inputs_mod
 from ..compare import describe_mismatch, max_abs_error
 from .base import CheckFailed, CheckSkipped, unexpected_error
-
-
-def _reference_forward(ctx, inputs, state):
-    _, forward, _ = ctx.contract.reference()
-    return np.asarray(forward(*[np.asarray(a, dtype=np.float64) if np.issubdtype(a.dtype, np.floating) else a
-                                for a in inputs], **{**ctx.contract.constructor, **state}))  # a slot may share a flag's name (bias)
+from .common import import_native, reference_forward
+from .functions import check_native_function, nondiff_probe
 
 
 def _check_output(ctx, got, expected_dtype, what):
@@ -30,7 +26,7 @@ def check_values(ctx):
         inputs = ctx.case_inputs(case)
         got = ctx.output_numpy(ctx.run(layer, inputs), f"case {case['name']!r}: the output")
         outputs.append((inputs, got))
-        expected = _reference_forward(ctx, inputs, state)
+        expected = reference_forward(ctx, inputs, state)
         want_dtype = ctx.expected_dtype(inputs)
         if got.shape != expected.shape:
             problems.append(f"case {case['name']!r}: output shape {list(got.shape)}, expected {list(expected.shape)}")
@@ -51,15 +47,6 @@ def check_values(ctx):
     return {"max_abs_error": worst, **({"note": unset} if unset else {})}
 
 
-def _import_dotted(ctx, path: str):
-    try:
-        return ctx.import_native(path)
-    except Exception as exc:  # in the native executor: RemoteError; in-process: ImportError, AttributeError
-        where = ctx.contract.location("native", ctx.adapter.name, "class")
-        raise CheckFailed(f"the contract's native layer {path!r} does not exist ({where}): "
-                          f"{exc}") from None
-
-
 def check_native(ctx):
     """Against the framework's own layer, with the same state, where the contract names one."""
     spec = ctx.contract.native.get(ctx.adapter.name)
@@ -68,9 +55,8 @@ def check_native(ctx):
     if "none" in spec:
         raise CheckSkipped(f"no native {ctx.adapter.name} layer: {spec['none']}", not_applicable=True)
     if "function" in spec:
-        from .functions import check_native_function
         return check_native_function(ctx, spec)
-    cls = _import_dotted(ctx, spec["class"])
+    cls = import_native(ctx, spec["class"])
     args = {k: ctx.contract.resolve_arg(v) for k, v in (spec.get("args") or {}).items()}
     native = ctx.adapter.build(ctx.adapter.construct_native(cls, args), ctx.first_inputs())
     ours, state, unset = ctx.layer_at(inputs_mod.test_state(ctx.contract))
@@ -97,11 +83,6 @@ def check_native(ctx):
 
 
 # --- gradients -------------------------------------------------------------------------
-
-def _wrt(ctx, case):
-    """Indices of differentiable inputs, and trainable slots, that the contract differentiates."""
-    return ctx.contract.differentiated(case)
-
 
 def _pattern_hint(got, expected) -> str:
     """Name the usual mistakes: a rule that never ran, or a surrogate off by a constant factor."""
@@ -263,12 +244,12 @@ def check_gradients(ctx):
     rng = inputs_mod.rng_for(ctx.seed, contract.name, "gradients")
     for case in contract.cases:
         inputs = ctx.case_inputs(case)
-        names, idx, slots = _wrt(ctx, case)
+        names, idx, slots = ctx.contract.differentiated(case)
         layer, state, unset = ctx.layer_at(state)
         if unset and unset not in notes:
             notes.append(unset)
         mapping = ctx.slot_map(layer) if layer is not None else {}
-        expected_out = _reference_forward(ctx, inputs, state)
+        expected_out = reference_forward(ctx, inputs, state)
         cotangent = rng.standard_normal(expected_out.shape)
         try:
             out, grads, state_grads = adapter.vjp(ctx.callable(layer), layer, inputs, idx, cotangent)
@@ -296,7 +277,6 @@ def check_gradients(ctx):
                                 adapter.numpy(like), rule)
             if bad:
                 problems.append(bad)
-        from .functions import nondiff_probe
         problems += nondiff_probe(ctx, case, layer, inputs, cotangent, notes)
         if mode == "true" and grads_spec.get("finite_difference", True) and not problems:
             fd, why = _finite_difference(ctx, layer, inputs, idx, cotangent, rng, expected_out)

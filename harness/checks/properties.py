@@ -45,10 +45,7 @@ def _mean_zero(ctx, prop, i):
 
 def _mean_square(ctx, prop, i):
     """With gain one, each row's output mean square is m2 / (m2 + eps), m2 the input's mean square."""
-    eps = ctx.contract.constructor.get("eps")
-    if not isinstance(eps, (int, float)):
-        raise CheckFailed(f"property mean_square needs a numeric constructor argument 'eps' "
-                          f"({ctx.contract.location('properties', i)})")
+    eps = ctx.contract.constructor["eps"]  # a number: the contract's rules say so at load
     x = _input(ctx, prop, i)
     y = ctx.output_numpy(ctx.run(ctx.new_layer(), [x]))
     m2 = np.mean(x.astype(np.float64) ** 2, axis=-1)
@@ -92,7 +89,7 @@ KINDS = {"mean_zero": _mean_zero, "mean_square": _mean_square, "causal_mask": _c
 
 def check_properties(ctx):
     """Every property the contract states, each by its kind's single implementation."""
-    props = ctx.contract.data.get("properties")
+    props = ctx.contract.properties
     if not props:
         raise CheckSkipped("the contract states no properties", not_applicable=True)
     if ctx.is_function:

@@ -16,7 +16,7 @@ def _layers_only(ctx):
 def check_composition(ctx):
     """Inside the framework's Sequential between two built-in layers: runs, and its state is seen."""
     _layers_only(ctx)
-    reason = (ctx.contract.data.get("composition") or {}).get("skip")
+    reason = ctx.contract.composition.get("skip")
     if reason:
         raise CheckSkipped(reason)
     adapter = ctx.adapter
@@ -25,7 +25,7 @@ def check_composition(ctx):
     inputs = next((b for b in batched if all(np.ndim(a) >= 2 for a in b)), ctx.first_inputs())
     if len(inputs) != 1:
         raise CheckSkipped("a Sequential passes one input; this layer takes several")
-    width = (ctx.contract.data.get("composition") or {}).get("in_features") or inputs[0].shape[-1]
+    width = ctx.contract.composition.get("in_features") or inputs[0].shape[-1]
     layer = ctx.new_layer()
     container = adapter.sequential(layer, int(width))
     x = inputs[0].astype(np.float32) if not np.issubdtype(inputs[0].dtype, np.floating) else inputs[0]

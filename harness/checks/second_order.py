@@ -31,20 +31,14 @@ def _float64(a):
 
 def check_second_order(ctx):
     """Every named case against the reference's Hessian-vector product."""
-    spec = ctx.contract.data.get("second_order")
+    spec = ctx.contract.second_order
     if spec is None:
         raise CheckSkipped("the contract does not ask for second-order derivatives", not_applicable=True)
-    from .numerics import _reference_forward, _wrt
+    from .common import reference_forward
     adapter, contract = ctx.adapter, ctx.contract
     mod, _, _ = contract.reference()
-    ref_hvp = getattr(mod, spec["reference"], None)
-    if not callable(ref_hvp):
-        raise CheckFailed(f"the reference {mod.__name__} has no function {spec['reference']!r} "
-                          f"({contract.location('second_order', 'reference')})")
+    ref_hvp = getattr(mod, spec["reference"])
     names = [c["name"] for c in contract.cases]
-    unknown = sorted(set(spec.get("cases") or []) - set(names))
-    if unknown:
-        raise CheckFailed(f"second_order names no case {unknown} ({contract.location('second_order', 'cases')})")
     cases = [c for c in contract.cases if c["name"] in (spec.get("cases") or names)]
     state = inputs_mod.test_state(contract)
     kw = {**contract.constructor, **state}
@@ -53,12 +47,12 @@ def check_second_order(ctx):
     raised: dict[str, list[str]] = {}  # error -> the cases it was raised on (said once)
     for case in cases:
         inputs = ctx.case_inputs(case)
-        input_names, idx, _ = _wrt(ctx, case)
+        input_names, idx, _ = contract.differentiated(case)
         if not idx:
             continue
         out_dtype = ctx.expected_dtype(inputs)
         # drawn in the dtypes the framework computes in, so the reference sees the same numbers
-        g = rng.standard_normal(_reference_forward(ctx, inputs, state).shape).astype(out_dtype)
+        g = rng.standard_normal(reference_forward(ctx, inputs, state).shape).astype(out_dtype)
         v = [rng.standard_normal(a.shape).astype(a.dtype) if i in idx else None for i, a in enumerate(inputs)]
         layer, state, _ = ctx.layer_at(state)
         kw = {**contract.constructor, **state}
@@ -99,7 +93,4 @@ def check_second_order(ctx):
     constant_rule = constant_rule or bool(raised)
     if problems:
         raise CheckFailed("; ".join(problems) + (f". {_not_differentiable(adapter.name)}" if constant_rule else ""))
-    if not compared:
-        raise CheckFailed(f"second_order: no case has a differentiable input to take second derivatives for "
-                          f"({contract.location('second_order')})")
     return {"compared": compared}

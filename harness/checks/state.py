@@ -5,6 +5,7 @@ import numpy as np
 
 from .. import inputs as inputs_mod
 from .base import CheckFailed, CheckSkipped
+from .common import untracked_for
 
 
 def _no_state_for_functions(ctx):
@@ -23,14 +24,6 @@ def _shape_dtype_problems(ctx, slot, spec, value) -> list[str]:
     return problems
 
 
-def _untracked_for(untracked: dict, slot: str, shape) -> list[str]:
-    """Untracked attributes that look like ``slot``: same name first, else same shape."""
-    by_name = [p for p in untracked if p.split(".")[-1].split("[")[0] == slot]
-    if by_name:
-        return by_name
-    return [p for p, what in untracked.items() if what.endswith(str(list(shape)))]
-
-
 def check_parameters(ctx):
     """The trainable set is exactly the contract's trainable slots, at their initial values."""
     _no_state_for_functions(ctx)
@@ -46,7 +39,7 @@ def check_parameters(ctx):
         shape = contract.shape(spec["shape"])
         name = mapping.get(slot)
         if name is None or name not in trainable:
-            loose = _untracked_for(untracked, slot, shape)
+            loose = untracked_for(untracked, slot, shape)
             if loose:
                 problems.append(f"trainable slot {slot!r} is held as an untracked attribute "
                                 f"{', '.join(map(repr, loose))} ({untracked[loose[0]]}): the framework does not "
@@ -86,7 +79,7 @@ def check_parameters(ctx):
     if buffers_run:
         for slot, spec in contract.non_trainable.items():
             if mapping.get(slot) not in {**trainable, **adapter.non_trainable(layer)}:
-                nt_loose.update(_untracked_for(untracked, slot, contract.shape(spec["shape"])))
+                nt_loose.update(untracked_for(untracked, slot, contract.shape(spec["shape"])))
     for path, what in untracked.items():
         if path in nt_loose:
             continue
@@ -122,7 +115,7 @@ def check_buffers(ctx):
                             f"{adapter.hints['counted_as_trainable']}; {adapter.hints['register_buffer']}")
             continue
         if name not in non_trainable:
-            loose = _untracked_for(untracked, slot, shape)
+            loose = untracked_for(untracked, slot, shape)
             where = (f"held as a plain attribute {', '.join(map(repr, loose))} ({untracked[loose[0]]})"
                      if loose else "missing from the layer's state")
             problems.append(f"non-trainable slot {slot!r} is {where}: device moves and serialization skip it; "

@@ -1,0 +1,34 @@
+"""Helpers that several checks share: the reference's forward value, the framework's own layer or
+function that a contract names, the untracked attributes that look like a slot. Checks import these from here, never from one another."""
+from __future__ import annotations
+
+import numpy as np
+
+from .base import CheckFailed
+
+
+def reference_forward(ctx, inputs, state):
+    """The reference's output in float64 for the case's inputs, at ``state``."""
+    _, forward, _ = ctx.contract.reference()
+    return np.asarray(forward(*[np.asarray(a, dtype=np.float64) if np.issubdtype(a.dtype, np.floating) else a
+                                for a in inputs], **{**ctx.contract.constructor, **state}))  # a slot may share a flag's name (bias)
+
+
+def import_native(ctx, path: str):
+    """The native class or function ``path`` the contract names for this framework. Whether it exists
+    depends on the framework installed where the layer runs, so this one rule is decided here."""
+    try:
+        return ctx.import_native(path)
+    except Exception as exc:  # in the native executor: RemoteError; in-process: ImportError, AttributeError
+        key = "function" if "function" in ctx.contract.native.get(ctx.adapter.name, {}) else "class"
+        where = ctx.contract.location("native", ctx.adapter.name, key)
+        raise CheckFailed(f"the contract's native layer {path!r} does not exist ({where}): "
+                          f"{exc}") from None
+
+
+def untracked_for(untracked: dict, slot: str, shape) -> list[str]:
+    """Untracked attributes that look like ``slot``: same name first, else same shape."""
+    by_name = [p for p in untracked if p.split(".")[-1].split("[")[0] == slot]
+    if by_name:
+        return by_name
+    return [p for p, what in untracked.items() if what.endswith(str(list(shape)))]
