@@ -82,8 +82,9 @@ HINTS: dict[str, Hint] = {h.id: h for h in (
              "torch": "a buffer registered with persistent=False is left out of state_dict",
              "mxnet": "save_parameters saves only parameters assigned to attributes (self.name = ...)",
          }),
-    Hint("state_map", ("values", "gradients", "serialization", "native", "composition", "devices"),
-         "a check needs a slot's value and no tensor in the layer's registered state has the slot's name or "
+    Hint("state_map", ("parameters", "strict_loading", "compiled", "export"),
+         "parameters: a trainable slot is not found, and the trainable set has unmatched tensors of its shape; "
+         "the others: a check must set every slot and no tensor in the layer's registered state has the slot's name or "
          "is the only one of its shape (a slot held as an untracked attribute is the parameters check's to "
          "name, and is read where it is)",
          text="use --state-map SLOT=NAME"),
@@ -213,8 +214,13 @@ def _rms_eps_dropped(X, *, gain, eps, bias=None, **_):
     return _bias(X / np.sqrt((X ** 2).mean(-1, keepdims=True)) * gain, bias)
 
 
-def _centered_median(X, **_):
-    return X - np.median(X, axis=-1, keepdims=True)
+def _centered_median(X, **_):  # the contract centers on the mean of all elements
+    return X - np.median(X)
+
+
+def _centered_lower_median(X, **_):
+    # torch.median without a dim returns the lower of the two middle values, not their mean
+    return X - np.sort(X, axis=None)[(X.size - 1) // 2]
 
 
 KNOWN_MISTAKES = (
@@ -226,6 +232,8 @@ KNOWN_MISTAKES = (
                  _rms_eps_dropped),
     KnownMistake("centered_median", ("centered",), "the median is subtracted instead of the mean",
                  _centered_median),
+    KnownMistake("centered_median", ("centered",), "the median is subtracted instead of the mean",
+                 _centered_lower_median),
 )
 _KNOWN_SAID = "The outputs match a known mistake on every case: {description}"
 for _m in KNOWN_MISTAKES:

@@ -58,6 +58,9 @@ def check_parameters(ctx):
             else:
                 problems.append(f"trainable slot {slot!r} (shape {list(shape)}) is missing from the trainable set "
                                 f"{sorted(trainable) or '(empty)'}")
+                # registered under a name that neither its own nor a unique shape tells: only the user can say
+                if any(tuple(v.shape) == shape and n not in mapping.values() for n, v in trainable.items()):
+                    problems[-1] += f" (if one of those is it, {hint('state_map')})"
             continue
         value = trainable[name]
         problems += _shape_dtype_problems(ctx, slot, spec, value)

@@ -1,0 +1,121 @@
+"""Every hint the harness prints is tested twice: a mutant whose failure must carry it, and a near miss
+(a correct layer, or one wrong in another way, close to the mutant) whose output must not. The table
+below and the hint registry (harness/checks/mistakes.py HINTS) must cover each other exactly, for every
+framework a hint has its own words for. The checks run through executors, as under pytest."""
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import adapters
+from harness.checks.mistakes import HINTS, hint
+from harness.contract import bundled_contracts, load_contract
+from harness.executor import Session
+from harness.runner import context_for, run_check
+
+ROOT = Path(__file__).resolve().parent.parent
+MXNET_PYTHON = ROOT / ".venv-mxnet" / "bin" / "python"
+
+T, TF, J, MX = "tests.mutants.torch_mutants", "tests.mutants.tensorflow_mutants", "tests.mutants.jax_mutants", \
+    "tests.mutants.mxnet_mutants"
+TC, TFC, JC, MXC = (f"tests.mutants.{fw}_contracts" for fw in ("torch", "tensorflow", "jax", "mxnet"))
+NT, NJ, NMX = "tests.near_misses.torch_hints", "tests.near_misses.jax_hints", "tests.near_misses.mxnet_hints"
+REF = "reference_impls.{fw}.{contract}:{attr}"
+
+# hint id, framework, contract, the check that prints it, the mutant, the near miss
+CASES = [
+    ("register_trainable", "torch", "rmsnorm", "parameters", f"{T}:GainPlainTensor", f"{T}:GainAsBuffer"),
+    ("register_trainable", "tensorflow", "rmsnorm", "parameters", f"{TF}:GainRawVariable", f"{TF}:GainNotTrainable"),
+    ("register_trainable", "jax", "rmsnorm", "parameters", f"{J}:GainRawArray", f"{NJ}:GainAsBuffer"),
+    ("register_trainable", "mxnet", "rmsnorm", "parameters", f"{MX}:GainInList", f"{NMX}:GainFrozen"),
+    ("make_trainable", "torch", "rmsnorm", "parameters", f"{T}:GainAsBuffer", f"{T}:GainPlainTensor"),
+    ("make_trainable", "tensorflow", "rmsnorm", "parameters", f"{TF}:GainNotTrainable", f"{TF}:GainRawVariable"),
+    ("make_trainable", "jax", "rmsnorm", "parameters", f"{NJ}:GainAsBuffer", f"{J}:GainRawArray"),
+    ("make_trainable", "mxnet", "rmsnorm", "parameters", f"{NMX}:GainFrozen", f"{MX}:GainInList"),
+    ("counted_as_trainable", "torch", "causal_mask", "buffers", f"{T}:MaskAsParameter", f"{T}:MaskPlainAttribute"),
+    ("counted_as_trainable", "tensorflow", "causal_mask", "buffers", f"{TF}:MaskTrainable", f"{TF}:MaskPlainTensor"),
+    ("counted_as_trainable", "jax", "causal_mask", "buffers", f"{J}:MaskAsParam", f"{J}:MaskRawArray"),
+    ("counted_as_trainable", "mxnet", "causal_mask", "buffers", f"{MX}:MaskAsParameter", f"{MX}:MaskPlainArray"),
+    ("register_buffer", "torch", "causal_mask", "buffers", f"{T}:MaskPlainAttribute", f"{T}:MaskNotPersistent"),
+    ("register_buffer", "tensorflow", "causal_mask", "buffers", f"{TF}:MaskPlainTensor", f"{TFC}:MaskDiagonal"),
+    ("register_buffer", "jax", "causal_mask", "buffers", f"{J}:MaskRawArray", f"{JC}:MaskDiagonal"),
+    ("register_buffer", "mxnet", "causal_mask", "buffers", f"{MX}:MaskPlainArray", f"{MX}:MaskNotAttribute"),
+    ("not_persistent", "torch", "causal_mask", "buffers", f"{T}:MaskNotPersistent", f"{T}:MaskPlainAttribute"),
+    ("not_persistent", "mxnet", "causal_mask", "buffers", f"{MX}:MaskNotAttribute", f"{MX}:MaskPlainArray"),
+    # the issue's example: a slot held as a plain tensor is parameters' to name; no other check may send
+    # the user to --state-map, which would not help
+    ("state_map", "torch", "rmsnorm_bias", "parameters", f"{NT}:RenamedAmbiguous", f"{NT}:BiasPlainTensor"),
+    ("zero_gradient", "torch", "sign_ste", "gradients", f"{TC}:sign_plain", f"{TC}:SignHardtanhSTE"),
+    ("zero_gradient_framework", "torch", "round_ste", "gradients", f"{T}:ste_forward_called_directly",
+     f"{T}:STEDoubled"),
+    ("zero_gradient_framework", "mxnet", "round_ste", "gradients", f"{MX}:ste_forward_called_directly",
+     f"{MX}:STEDoubled"),
+    ("scaled_gradient", "torch", "round_ste", "gradients", f"{T}:STEDoubled", f"{T}:ste_forward_called_directly"),
+    ("rule_not_differentiable", "torch", "log1pexp", "second_order", f"{TC}:Log1pExpDetachedBackward",
+     f"{TC}:log1pexp_plain_autodiff"),
+    ("rms_eps_outside_sqrt", "torch", "rmsnorm", "values", f"{T}:EpsOutsideSqrt", f"{T}:WrongAxis"),
+    ("rms_eps_outside_sqrt", "tensorflow", "rmsnorm", "values", f"{TF}:EpsOutsideSqrt", f"{TF}:WrongAxis"),
+    ("rms_eps_outside_sqrt", "jax", "rmsnorm", "values", f"{J}:EpsOutsideSqrt", f"{J}:WrongAxis"),
+    ("rms_eps_outside_sqrt", "mxnet", "rmsnorm", "values", f"{MX}:EpsOutsideSqrt",
+     "tests.mutants.mxnet_contracts:BiasBeforeScale"),
+    ("rms_wrong_axis", "torch", "rmsnorm", "values", f"{T}:WrongAxis", f"{T}:EpsOutsideSqrt"),
+    ("rms_eps_dropped", "torch", "rmsnorm", "values", f"{NT}:EpsDropped", f"{T}:EpsOutsideSqrt"),
+    ("centered_median", "torch", "centered", "values", f"{TC}:CenteredMedian", "reference_impls.torch.centered:Centered"),
+]
+# hints whose mutant is still to be written: each is listed with what it needs, and fails the table
+# test below until it has its two rows
+PENDING: dict = {}
+
+
+def _ids(case):
+    return f"{case[0]}-{case[1]}"
+
+
+def _framework_ok(fw):
+    if fw == "mxnet":
+        return MXNET_PYTHON.exists()
+    return adapters.installed(fw)
+
+
+@pytest.fixture(scope="module")
+def session():
+    s = Session(pythons={"mxnet": str(MXNET_PYTHON)} if MXNET_PYTHON.exists() else {})
+    yield s
+    s.close()
+
+
+def _message(session, framework, contract, check, impl) -> str:
+    c = load_contract(bundled_contracts()[contract])
+    ctx = context_for(c, impl, framework, session=session)
+    rec = run_check(ctx, check)
+    return rec
+
+
+def test_every_hint_has_a_mutant_and_a_near_miss():
+    """A new hint (or a framework's own words for one) without its two rows fails here."""
+    covered = {(h, fw) for h, fw, *_ in CASES}
+    for hint_id, h in HINTS.items():
+        if hint_id in PENDING:
+            continue
+        frameworks = set(h.by_framework) or {fw for i, fw in covered if i == hint_id} or {"(any)"}
+        missing = {fw for fw in frameworks if (hint_id, fw) not in covered}
+        assert not missing, f"hint {hint_id!r} has no mutant/near-miss row for {sorted(missing)}"
+    unknown = {h for h, *_ in CASES} - set(HINTS)
+    assert not unknown, f"rows for hints the registry does not have: {sorted(unknown)}"
+    assert not set(PENDING) - set(HINTS)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[_ids(c) for c in CASES])
+def test_hint_on_mutant_and_not_on_near_miss(session, case):
+    hint_id, fw, contract, check, mutant, near = case
+    if not _framework_ok(fw):
+        pytest.skip(f"{fw} is not installed here")
+    text = hint(hint_id, fw) if hint_id != "scaled_gradient" else hint(hint_id, fw, ratio="2")
+    if hint_id == "rule_not_differentiable":
+        text = hint(hint_id, fw)
+    got = _message(session, fw, contract, check, mutant)
+    assert got["outcome"] == "failed", got
+    assert text.strip() in got["message"], got["message"]
+    other = _message(session, fw, contract, check, near)
+    assert text.strip() not in other["message"], other["message"]
