@@ -156,3 +156,14 @@ def test_hint_on_mutant_and_not_on_near_miss(session, case):
     assert text.strip() in got["message"], got["message"]
     other = _message(session, fw, contract, check, near)
     assert text.strip() not in other["message"], other["message"]
+
+
+def test_readme_failure_example_is_what_the_harness_prints(session):
+    """The README's one-mistake example: its failure text is the parameters check's message, word for word."""
+    readme = (ROOT / "README.md").read_text()
+    block = readme.rsplit("::parameters failed: ", 1)[1].split("\nSKIPPED", 1)[0]
+    said = " ".join(line.strip() for line in block.splitlines())
+    got = _message(session, "torch", "rmsnorm", "parameters", f"{T}:GainPlainTensor")
+    assert got["outcome"] == "failed" and got["message"] == said, (got["message"], said)
+    blocked = _message(session, "torch", "rmsnorm", "gradients", f"{T}:GainPlainTensor")
+    assert f"SKIPPED ...::gradients: {blocked['message']}" in readme, blocked
