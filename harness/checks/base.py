@@ -178,10 +178,11 @@ class CheckContext:
             if len(same) == 1:
                 out[slot] = same[0]
         if strict:
+            from .mistakes import hint
             missing = [s for s in slots if s not in out]
             if missing:
                 raise CheckFailed(f"cannot find state slot(s) {', '.join(map(repr, missing))} in the layer "
-                                  f"(its state: {sorted(state) or 'empty'}); use --state-map SLOT=NAME")
+                                  f"(its state: {sorted(state) or 'empty'}); {hint('state_map')}")
         return out
 
     def tolerance(self, check: str, dtype: str):

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..compare import describe_mismatch
 from .base import CheckFailed, CheckSkipped, unexpected_error
+from .mistakes import hint
 from .optional import require
 
 DEFAULT_MAX_RECOMPILES = 2  # two new batch sizes are tried: one recompile each at most
@@ -56,14 +57,10 @@ def _resized(inputs, n):
 def _diagnose(compiler, what, got, want, eager_again) -> str:
     """Name the mistake from how the compiled value differs from the eager one."""
     if want is not None and np.any(want) and got is not None and not np.any(got) and "gradient" in what:
-        return (f" Under {compiler} the custom backward is not used: the gradient is autodiff of the forward "
-                f"computation (zero here), not the rule the eager layer applies.")
+        return hint("compiled_backward_unused", compiler=compiler)
     if eager_again is not None and not np.array_equal(eager_again, want, equal_nan=True):
-        return (f" The eager layer itself gives another value on the next identical call while the compiled one "
-                f"does not: the value differs under {compiler} because the layer has a Python side effect "
-                f"(a counter, flag or cache in Python) that the compiler ran once, at trace time.")
-    return (f" The value differs under {compiler}: the layer reads Python state (a global, an attribute, a flag) "
-            f"that the compiler froze at trace time, or has a Python side effect.")
+        return hint("compiled_side_effect", compiler=compiler)
+    return hint("compiled_frozen_state", compiler=compiler)
 
 
 def check_compiled(ctx):
@@ -107,9 +104,7 @@ def check_compiled(ctx):
                 text = unexpected_error(exc)
                 why = ""
                 if any(k in text for k in _VALUE_ERRORS) or "Symbol" in text:
-                    why = (" The layer reads a tensor's value in Python (bool(), float(), .item(), .numpy(), "
-                           "asnumpy()) to branch or compute, and while the compiler traces there is no value: "
-                           "use the framework's conditional ops (where, cond) instead.")
+                    why = hint("compiled_reads_value")
                 found.append(f"{label}: under {compiler} the layer raises {text}.{why}")
                 return None
             if differentiate and idx:

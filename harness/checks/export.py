@@ -19,64 +19,29 @@ import numpy as np
 from .. import inputs as inputs_mod
 from ..compare import describe_mismatch, tolerance
 from .base import CheckFailed, CheckSkipped, unexpected_error
+from .mistakes import HINTS, hint
 
-# What usually breaks each format, in the framework's words (said after the framework's own error).
-_SAVE_HINTS = {
-    "torch.export": "torch.export traces forward with example inputs: Python control flow on tensor values, "
-                    "numpy calls or .item() in forward cannot be exported",
-    "torch.save": "torch.save of a whole module pickles every attribute: a lambda, a local function or an open "
-                  "handle held by the module cannot be saved",
-    "state_dict": "",
-    "keras": "a .keras file stores get_config(): get_config() must return every constructor argument (Keras "
-             "writes one automatically only when every argument is a plain value)",
-    "savedmodel": "tf.saved_model.save traces the layer into a graph: Python side effects and numpy calls "
-                  "inside call() do not trace",
-    "jax.export": "jax.export serializes traced JAX code only: a host callback (jax.pure_callback, "
-                  "jax.debug.callback, numpy inside the layer through a callback) cannot be exported",
-    "nnx": "nnx.split pickles the graph definition: every static attribute of the module must pickle",
-    "gluon.export": "HybridBlock.export needs a graph: hybrid_forward must use F.* operators only (no NDArray "
-                    "attributes, .asnumpy() or Python branching on values), and constants held as "
-                    "self.params.get_constant",
-}
-_LOAD_HINTS = {
-    "torch.save": "loading a pickled module imports its class by module path: the class must be importable at "
-                  "module level",
-    "state_dict": "the fresh instance built from the constructor arguments does not take the saved state",
-    "keras": "Keras rebuilds the layer as cls.from_config(get_config()), then build_from_config() creates its "
-             "weights before they load",
-    "nnx": "nnx.merge rebuilds the module from the pickled graph definition: its class must be importable",
-}
-_VALUE_HINTS = {
-    "state_dict": "the output depends on something state_dict does not hold (a plain tensor or Python "
-                  "attribute changed after construction, a buffer registered with persistent=False)",
-    "torch.save": "the output depends on something outside the module's pickled state (a global, a "
-                  "class attribute changed at run time)",
-    "keras": "the output depends on something neither get_config() nor the weights hold (an attribute set "
-             "after construction, a weight not created in build())",
-    "nnx": "the output depends on something outside the module's state and graph definition",
-}
-
-
-# The classic Keras mistakes, told apart by what from_config/loading raised.
-_KERAS_MISTAKES = (
-    ("unexpected keyword argument", "__init__ must accept **kwargs and pass them to super().__init__: "
-                                    "from_config passes name, dtype and trainable back"),
-    ("required positional argument", "get_config() must return every constructor argument (an overridden "
-                                     "get_config replaces Keras's automatic one: start from super().get_config() "
-                                     "and add them)"),
-    ("variables", "a weight or sublayer created outside build() (lazily, in call()) does not exist when the "
-                  "weights load: create it in build(), or implement build_from_config"),
-    ("get_config", "get_config() must return every constructor argument (Keras writes one automatically only "
-                   "when every argument is a plain value)"),
+# What usually breaks each format, in the framework's words (said after the framework's own error): the
+# texts are in the hint registry (mistakes.HINTS, ids export_save:<format> and so on)
+_KERAS_MISTAKES = (  # the classic Keras mistakes, told apart by what from_config or loading raised
+    ("unexpected keyword argument", "keras_kwargs"),
+    ("required positional argument", "keras_config_args"),
+    ("variables", "keras_build"),
+    ("get_config", "keras_config"),
 )
+
+
+def _format_hint(kind: str, fmt: str) -> str:
+    key = f"{kind}:{fmt}"
+    return hint(key) if key in HINTS else ""
 
 
 def _load_hint(fmt: str, text: str) -> str:
     if fmt == "keras":
-        specific = next((hint for key, hint in _KERAS_MISTAKES if key in text), None)
+        specific = next((hint_id for key, hint_id in _KERAS_MISTAKES if key in text), None)
         if specific:
-            return specific
-    return _LOAD_HINTS.get(fmt, "")
+            return hint(specific)
+    return _format_hint("export_load", fmt)
 
 
 def _formats_wanted(ctx):
@@ -139,7 +104,7 @@ def check_export(ctx):
                 if type(exc).__name__ == "Unsupported":
                     outcome[fmt] = f"skipped: {exc}"
                     continue
-                problems.append(_said(f"saving as {fmt} failed: {_text(exc)}", _SAVE_HINTS[fmt]))
+                problems.append(_said(f"saving as {fmt} failed: {_text(exc)}", _format_hint("export_save", fmt)))
                 outcome[fmt] = "failed"
         if not saved:
             raise _NothingSaved
@@ -184,8 +149,8 @@ def _text(exc) -> str:
     return getattr(exc, "remote_text", None) or unexpected_error(exc)
 
 
-def _said(message: str, hint: str) -> str:
-    return f"{message} ({hint})" if hint else message
+def _said(message: str, why: str) -> str:
+    return f"{message} ({why})" if why else message
 
 
 def _check_format(ctx, fresh, fmt, notes, path, cases, original, examples, problems) -> str:
@@ -221,7 +186,7 @@ def _check_format(ctx, fresh, fmt, notes, path, cases, original, examples, probl
                 f"shape {list(got.shape)} {got.dtype}, original {list(out.shape)} {out.dtype}"
             against = notes.get("runs_as_what", "the original") if runs_as is not None else "the original"
             problems.append(_said(f"{fmt}: case {name!r}: loaded in a fresh process, the layer is not "
-                                  f"bit-equal to {against}: {diff}", _VALUE_HINTS.get(fmt, "")))
+                                  f"bit-equal to {against}: {diff}", _format_hint("export_value", fmt)))
             return "failed"
         if grads is None:
             continue

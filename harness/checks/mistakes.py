@@ -1,21 +1,198 @@
-"""Known mistakes, recognized by the shape of the error.
+"""Every hint the harness prints, in one table, and the known mistakes recognized by the shape of an error.
 
-When ``values`` fails, the layer's outputs are compared with each applicable variant below, the
-reference with one known mistake made on purpose; where every case matches a variant to the values
+A hint is the sentence after a failure that says what the mistake probably is and how to fix it. Each has
+a stable id, the checks that print it, the condition under which they do, and its text (per framework where
+the fix is said in the framework's words). Checks take their hint texts from here (``hint``), so that
+tests/test_hints.py can run, for every id, a mutant that must get the hint and a near miss that must not.
+
+Known mistakes: when ``values`` fails, the layer's outputs are compared with each applicable variant below,
+the reference with one known mistake made on purpose; where every case matches a variant to the values
 tolerance (and the variant differs from the reference somewhere), the failure names the mistake.
-Each entry: the reference modules it applies to, what the mistake is, and a numpy function that
-gives the mistaken output from the float64 inputs and the constructor arguments plus state.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
 
 
 @dataclass(frozen=True)
+class Hint:
+    id: str
+    checks: tuple              # the checks that print it
+    when: str                  # the condition, in words
+    text: str = ""             # the text where it is the same in every framework ({fw}: the framework)
+    by_framework: dict = field(default_factory=dict)  # framework -> text, where the fix differs
+
+    def render(self, framework: str | None = None, **values) -> str:
+        """The text for ``framework`` ('' where it has none), with ``values`` filled in."""
+        text = self.by_framework.get(framework, "") if self.by_framework else self.text
+        return text.format(fw=framework or "the framework", **values)
+
+
+_STATE = ("parameters", "buffers")
+HINTS: dict[str, Hint] = {h.id: h for h in (
+    # --- how state is registered: parameters, buffers -----------------------------------------------
+    Hint("register_trainable", ("parameters",),
+         "a trainable slot is held as a tensor attribute the framework does not track",
+         by_framework={
+             "torch": "wrap it in nn.Parameter (a plain tensor or a Python list hides it)",
+             "tensorflow": "create it with self.add_weight(...) in build() (a raw tf.Variable or tensor "
+                           "attribute, or one in a plain list, is invisible to Keras)",
+             "jax": "wrap it in nnx.Param (a raw jax array is not a Variable: nnx.grad and "
+                    "nnx.Optimizer(wrt=nnx.Param) skip it)",
+             "mxnet": "on 1.9.1 a gluon.Parameter assigned as an attribute (the 2.0 style) or kept in a list is "
+                      "not in collect_params(): use `with self.name_scope(): self.name = self.params.get(name, "
+                      "shape=..., init=...)`",
+         }),
+    Hint("make_trainable", ("parameters",),
+         "a trainable slot is registered, but as non-trainable state",
+         by_framework={
+             "torch": "it is a buffer: register it as nn.Parameter instead",
+             "tensorflow": "it is created with add_weight(trainable=False) (or its .trainable was switched off): "
+                           "create it with trainable=True, the default",
+             "jax": "it is held in a non-Param nnx.Variable: hold it in nnx.Param",
+             "mxnet": "it is a Constant or has grad_req 'null': create it with self.params.get(name, "
+                      "shape=..., init=...) (grad_req 'write')",
+         }),
+    Hint("counted_as_trainable", _STATE,
+         "a non-trainable slot is registered as trainable: what that does, in the framework's terms (not "
+         "'it is trained': with requires_grad=False it is not, but it is still a parameter)",
+         by_framework={
+             "torch": "as an nn.Parameter it is counted in parameters(), handed to any optimizer built from "
+                      "them, saved and loaded as a weight, and model.requires_grad_(True) (as before "
+                      "fine-tuning) starts training it",
+             "tensorflow": "it is in trainable_weights, so fit() and any optimizer given them update it",
+             "jax": "as an nnx.Param, nnx.grad differentiates it and nnx.Optimizer(wrt=nnx.Param) updates it",
+             "mxnet": "its grad_req is not 'null', so a gluon.Trainer over collect_params() updates it",
+         }),
+    Hint("register_buffer", _STATE,
+         "a non-trainable slot is registered as trainable, held as a plain attribute, or missing",
+         by_framework={
+             "torch": "use self.register_buffer(name, tensor)",
+             "tensorflow": "create it with self.add_weight(..., trainable=False)",
+             "jax": "hold it in a non-Param nnx.Variable subclass, e.g. class Buffer(nnx.Variable)",
+             "mxnet": "use self.params.get_constant(name, value) (a Constant, grad_req 'null')",
+         }),
+    # Keras's get_weights() holds every weight, so a registered weight is always saved there
+    Hint("not_persistent", ("buffers",),
+         "a non-trainable slot is registered but left out of the saved state",
+         by_framework={
+             "torch": "a buffer registered with persistent=False is left out of state_dict",
+             "mxnet": "save_parameters saves only parameters assigned to attributes (self.name = ...)",
+         }),
+    Hint("state_map", ("parameters", "strict_loading", "compiled", "export"),
+         "parameters: a trainable slot is not found, and the trainable set has unmatched tensors of its shape; "
+         "the others: a check must set every slot and no tensor in the layer's registered state has the slot's name or "
+         "is the only one of its shape (a slot held as an untracked attribute is the parameters check's to "
+         "name, and is read where it is)",
+         text="use --state-map SLOT=NAME"),
+    # --- gradients -----------------------------------------------------------------------------------
+    Hint("zero_gradient", ("gradients",),
+         "the gradient is all zeros where the rule expects a nonzero one",
+         text="The gradient is all zeros: no custom backward rule ran (none is defined, or it is bypassed), "
+              "so autodiff differentiated the forward computation itself."),
+    Hint("zero_gradient_framework", ("gradients",),
+         "the gradient is all zeros where the rule expects a nonzero one, in a framework with a way to "
+         "bypass a custom rule by mistake",
+         by_framework={
+             "torch": " If the layer uses a torch.autograd.Function: call it through .apply, not .forward "
+                      "(a forward called directly records no backward).",
+             "mxnet": " On MXNet 1.9.1 a Function also writes no input gradient after the first input that "
+                      "wants none (no attach_grad, not computed under record()): pass settings to the "
+                      "Function's constructor, not to forward.",
+         }),
+    Hint("scaled_gradient", ("gradients",),
+         "the gradient is the expected one times the same constant (not 0 or 1) everywhere",
+         text="The gradient is {ratio}x the expected one everywhere: the backward rule is scaled wrongly."),
+    Hint("rule_not_differentiable", ("second_order",),
+         "grad of grad raises, or is zero or None where the reference's is not",
+         text="grad of grad runs through the custom backward rule, so the rule must itself be differentiable "
+              "by {fw}: written with {fw} operations, not numpy, on values still connected to the inputs "
+              "(not detached, not intermediates saved from a forward pass that ran unrecorded)"),
+    # --- compiled ------------------------------------------------------------------------------------
+    Hint("compiled_backward_unused", ("compiled",),
+         "a gradient is all zeros under the compiler and nonzero eagerly",
+         text=" Under {compiler} the custom backward is not used: the gradient is autodiff of the forward "
+              "computation (zero here), not the rule the eager layer applies."),
+    Hint("compiled_side_effect", ("compiled",),
+         "an output differs under the compiler, and the eager layer itself gives another value on the next "
+         "identical call",
+         text=" The eager layer itself gives another value on the next identical call while the compiled one "
+              "does not: the value differs under {compiler} because the layer has a Python side effect (a "
+              "counter, flag or cache in Python) that the compiler ran once, at trace time."),
+    Hint("compiled_frozen_state", ("compiled",),
+         "a value differs under the compiler, the eager layer repeats itself, and the gradient is not zero",
+         text=" The value differs under {compiler}: the layer reads Python state (a global, an attribute, a "
+              "flag) that the compiler froze at trace time, or has a Python side effect."),
+    Hint("compiled_reads_value", ("compiled",),
+         "the layer raises under the compiler with the framework's error for a value read while tracing",
+         text=" The layer reads a tensor's value in Python (bool(), float(), .item(), .numpy(), asnumpy()) to "
+              "branch or compute, and while the compiler traces there is no value: use the framework's "
+              "conditional ops (where, cond) instead."),
+    # --- export: what usually breaks each format, said after the framework's own error -------------------
+    *(Hint(f"export_save:{fmt}", ("export",), f"saving as {fmt} raised", text=text) for fmt, text in (
+        ("torch.export", "torch.export traces forward with example inputs: Python control flow on tensor values, "
+                         "numpy calls or .item() in forward cannot be exported"),
+        ("torch.save", "torch.save of a whole module pickles every attribute: a lambda, a local function or an "
+                       "open handle held by the module cannot be saved"),
+        ("keras", "a .keras file stores get_config(): get_config() must return every constructor argument "
+                  "(Keras writes one automatically only when every argument is a plain value)"),
+        ("savedmodel", "tf.saved_model.save traces the layer into a graph: Python side effects and numpy calls "
+                       "inside call() do not trace"),
+        ("jax.export", "jax.export serializes traced JAX code only: a host callback (jax.pure_callback, "
+                       "jax.debug.callback, numpy inside the layer through a callback) cannot be exported"),
+        ("nnx", "nnx.split pickles the graph definition: every static attribute of the module must pickle"),
+        ("gluon.export", "HybridBlock.export needs a graph: hybrid_forward must use F.* operators only (no "
+                         "NDArray attributes, .asnumpy() or Python branching on values), and constants held as "
+                         "self.params.get_constant"),
+    )),
+    *(Hint(f"export_load:{fmt}", ("export",), f"loading the {fmt} save in a fresh process raised (for keras: "
+           f"an error none of the keras_* hints recognizes)", text=text) for fmt, text in (
+        ("torch.save", "loading a pickled module imports its class by module path: the class must be importable "
+                       "at module level"),
+        ("state_dict", "the fresh instance built from the constructor arguments does not take the saved state"),
+        ("keras", "Keras rebuilds the layer as cls.from_config(get_config()), then build_from_config() creates "
+                  "its weights before they load"),
+        ("nnx", "nnx.merge rebuilds the module from the pickled graph definition: its class must be importable"),
+    )),
+    *(Hint(f"export_value:{fmt}", ("export",), f"the layer loaded from {fmt} in a fresh process is not "
+           f"bit-equal to the original", text=text) for fmt, text in (
+        ("state_dict", "the output depends on something state_dict does not hold (a plain tensor or Python "
+                       "attribute changed after construction, a buffer registered with persistent=False)"),
+        ("torch.save", "the output depends on something outside the module's pickled state (a global, a "
+                       "class attribute changed at run time)"),
+        ("keras", "the output depends on something neither get_config() nor the weights hold (an attribute set "
+                  "after construction, a weight not created in build())"),
+        ("nnx", "the output depends on something outside the module's state and graph definition"),
+    )),
+    # the classic Keras mistakes, told apart by what from_config or loading raised (``key`` in its text)
+    Hint("keras_kwargs", ("export",), "loading the .keras file raised 'unexpected keyword argument'",
+         text="__init__ must accept **kwargs and pass them to super().__init__: from_config passes name, dtype "
+              "and trainable back"),
+    Hint("keras_config_args", ("export",), "loading the .keras file raised 'required positional argument'",
+         text="get_config() must return every constructor argument (an overridden get_config replaces Keras's "
+              "automatic one: start from super().get_config() and add them)"),
+    Hint("keras_build", ("export",), "loading the .keras file raised about 'variables'",
+         text="a weight or sublayer created outside build() (lazily, in call()) does not exist when the weights "
+              "load: create it in build(), or implement build_from_config"),
+    Hint("keras_config", ("export",), "loading the .keras file raised about 'get_config'",
+         text="get_config() must return every constructor argument (Keras writes one automatically only when "
+              "every argument is a plain value)"),
+)}
+
+
+def hint(hint_id: str, framework: str | None = None, **values) -> str:
+    """The text of one hint ('' where it has none for this framework)."""
+    return HINTS[hint_id].render(framework, **values)
+
+
+# --- known mistakes, recognized by the shape of the error (``values``) --------------------------------
+
+@dataclass(frozen=True)
 class KnownMistake:
+    id: str                    # its hint id
     references: tuple          # reference module names (the contract's reference.module, last part)
     description: str
     variant: Callable          # (*inputs, **constructor_and_state) -> output
@@ -37,18 +214,32 @@ def _rms_eps_dropped(X, *, gain, eps, bias=None, **_):
     return _bias(X / np.sqrt((X ** 2).mean(-1, keepdims=True)) * gain, bias)
 
 
-def _centered_median(X, **_):
-    return X - np.median(X, axis=-1, keepdims=True)
+def _centered_median(X, **_):  # the contract centers on the mean of all elements
+    return X - np.median(X)
+
+
+def _centered_lower_median(X, **_):
+    # torch.median without a dim returns the lower of the two middle values, not their mean
+    return X - np.sort(X, axis=None)[(X.size - 1) // 2]
 
 
 KNOWN_MISTAKES = (
-    KnownMistake(("rmsnorm", "rmsnorm_bias"), "eps is added outside the square root: x / (sqrt(mean(x^2)) + eps) "
-                 "instead of x / sqrt(mean(x^2) + eps)", _rms_eps_outside),
-    KnownMistake(("rmsnorm", "rmsnorm_bias"), "the mean square is taken over the first axis (the batch) instead "
-                 "of the last (the features)", _rms_wrong_axis),
-    KnownMistake(("rmsnorm", "rmsnorm_bias"), "eps is left out: x / sqrt(mean(x^2))", _rms_eps_dropped),
-    KnownMistake(("centered",), "the median is subtracted instead of the mean", _centered_median),
+    KnownMistake("rms_eps_outside_sqrt", ("rmsnorm", "rmsnorm_bias"), "eps is added outside the square root: "
+                 "x / (sqrt(mean(x^2)) + eps) instead of x / sqrt(mean(x^2) + eps)", _rms_eps_outside),
+    KnownMistake("rms_wrong_axis", ("rmsnorm", "rmsnorm_bias"), "the mean square is taken over the first axis "
+                 "(the batch) instead of the last (the features)", _rms_wrong_axis),
+    KnownMistake("rms_eps_dropped", ("rmsnorm", "rmsnorm_bias"), "eps is left out: x / sqrt(mean(x^2))",
+                 _rms_eps_dropped),
+    KnownMistake("centered_median", ("centered",), "the median is subtracted instead of the mean",
+                 _centered_median),
+    KnownMistake("centered_median", ("centered",), "the median is subtracted instead of the mean",
+                 _centered_lower_median),
 )
+_KNOWN_SAID = "The outputs match a known mistake on every case: {description}"
+for _m in KNOWN_MISTAKES:
+    HINTS[_m.id] = Hint(_m.id, ("values",), f"values fails and the outputs match, on every case, the "
+                        f"reference with this mistake made ({'/'.join(_m.references)})",
+                        text=_KNOWN_SAID.format(description=_m.description))
 
 
 def recognize(ctx, state, outputs) -> str:
@@ -77,5 +268,5 @@ def recognize(ctx, state, outputs) -> str:
             ref = np.asarray(forward(*x64, **kw), dtype=np.float64)
             differs = differs or not np.allclose(ref, want, rtol=rtol, atol=atol, equal_nan=True)
         if matched and differs:
-            return f"The outputs match a known mistake on every case: {mistake.description}"
+            return hint(mistake.id)
     return ""

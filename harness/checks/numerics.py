@@ -9,6 +9,7 @@ from ..compare import describe_mismatch, max_abs_error
 from .base import CheckFailed, CheckSkipped, unexpected_error
 from .common import import_native, reference_forward
 from .functions import check_native_function, nondiff_probe
+from .mistakes import hint
 
 
 def _check_output(ctx, got, expected_dtype, what):
@@ -90,13 +91,12 @@ def _pattern_hint(got, expected) -> str:
     if g.shape != e.shape or not np.any(e):
         return ""
     if not np.any(g):
-        return (" The gradient is all zeros: the custom backward rule never ran, so autodiff "
-                "differentiated the forward computation itself.")
+        return " " + hint("zero_gradient")
     mask = np.abs(e) > 1e-12
     ratios = g[mask] / e[mask]
     if (ratios.size and np.allclose(ratios, ratios[0], rtol=1e-3) and not np.isclose(ratios[0], 1.0)
             and not np.isclose(ratios[0], 0.0)):
-        return f" The gradient is {ratios[0]:.4g}x the expected one everywhere: the backward rule is scaled wrongly."
+        return " " + hint("scaled_gradient", ratio=f"{ratios[0]:.4g}")
     return ""
 
 
@@ -113,10 +113,10 @@ def _compare_grad(ctx, label, got, expected, input_like, rule):
     diff = describe_mismatch(g, expected, rtol, atol, what=f"gradient for {label} vs the {rule}")
     if not diff:
         return None
-    hint = _pattern_hint(g, expected)
-    if hint and not np.any(g):  # the framework may know another way a rule's result gets lost
-        hint += ctx.adapter.hints.get("zero_gradient", "")
-    return diff + hint
+    said = _pattern_hint(g, expected)
+    if said and not np.any(g):  # the framework may know another way a rule's result gets lost
+        said += hint("zero_gradient_framework", ctx.adapter.name)
+    return diff + said
 
 
 _FLOAT64_LEVEL = 1e-12   # relative error of a layer that computes in float64 (measured ~1e-16)

@@ -17,12 +17,11 @@ from ..compare import describe_mismatch
 from .base import CheckFailed, CheckSkipped, unexpected_error
 from ..adapters.base import Unsupported
 from .optional import call_adapter
+from .mistakes import hint
 
 
 def _not_differentiable(fw: str) -> str:
-    return (f"grad of grad runs through the custom backward rule, so the rule must itself be differentiable "
-            f"by {fw}: written with {fw} operations, not numpy, on values still connected to the inputs "
-            f"(not detached, not intermediates saved from a forward pass that ran unrecorded)")
+    return hint("rule_not_differentiable", fw)
 
 
 def _float64(a):

@@ -6,6 +6,7 @@ import numpy as np
 from .. import inputs as inputs_mod
 from .base import CheckFailed, CheckSkipped
 from .common import untracked_for
+from .mistakes import hint
 
 
 def _no_state_for_functions(ctx):
@@ -43,13 +44,16 @@ def check_parameters(ctx):
             if loose:
                 problems.append(f"trainable slot {slot!r} is held as an untracked attribute "
                                 f"{', '.join(map(repr, loose))} ({untracked[loose[0]]}): the framework does not "
-                                f"see it, so no optimizer updates it; {adapter.hints['register_trainable']}")
+                                f"see it, so no optimizer updates it; {hint('register_trainable', adapter.name)}")
             elif name is not None:
                 problems.append(f"trainable slot {slot!r} is registered as non-trainable state ({name!r}): "
-                                f"gradients skip it and no optimizer updates it; {adapter.hints['make_trainable']}")
+                                f"gradients skip it and no optimizer updates it; {hint('make_trainable', adapter.name)}")
             else:
                 problems.append(f"trainable slot {slot!r} (shape {list(shape)}) is missing from the trainable set "
                                 f"{sorted(trainable) or '(empty)'}")
+                # registered under a name that neither its own nor a unique shape tells: only the user can say
+                if any(tuple(v.shape) == shape and n not in mapping.values() for n, v in trainable.items()):
+                    problems[-1] += f" (if one of those is it, {hint('state_map')})"
             continue
         value = trainable[name]
         problems += _shape_dtype_problems(ctx, slot, spec, value)
@@ -71,7 +75,7 @@ def check_parameters(ctx):
             theirs.append(f"{nt_slot!r} is registered as trainable")
         elif nt_slot:
             problems.append(f"non-trainable slot {nt_slot!r} is registered as trainable ({name!r}): "
-                            f"{adapter.hints['counted_as_trainable']}; {adapter.hints['register_buffer']}")
+                            f"{hint('counted_as_trainable', adapter.name)}; {hint('register_buffer', adapter.name)}")
         else:
             problems.append(f"unexpected trainable state {name!r} (shape {list(trainable[name].shape)}) "
                             f"that the contract does not declare")
@@ -112,20 +116,21 @@ def check_buffers(ctx):
         name = mapping.get(slot)
         if name in trainable:
             problems.append(f"non-trainable slot {slot!r} is registered as trainable ({name!r}): "
-                            f"{adapter.hints['counted_as_trainable']}; {adapter.hints['register_buffer']}")
+                            f"{hint('counted_as_trainable', adapter.name)}; {hint('register_buffer', adapter.name)}")
             continue
         if name not in non_trainable:
             loose = untracked_for(untracked, slot, shape)
             where = (f"held as a plain attribute {', '.join(map(repr, loose))} ({untracked[loose[0]]})"
                      if loose else "missing from the layer's state")
             problems.append(f"non-trainable slot {slot!r} is {where}: device moves and serialization skip it; "
-                            f"{adapter.hints['register_buffer']}")
+                            f"{hint('register_buffer', adapter.name)}")
             continue
         present.append((slot, name))
         problems += _shape_dtype_problems(ctx, slot, spec, non_trainable[name])
         if name not in saved:
-            problems.append(f"non-trainable slot {slot!r} ({name!r}) is not in the saved state: "
-                            f"{adapter.hints['not_persistent']}")
+            why = hint("not_persistent", adapter.name)
+            problems.append(f"non-trainable slot {slot!r} ({name!r}) is not in the saved state"
+                            + (f": {why}" if why else ""))
         elif not np.array_equal(np.asarray(saved[name]).astype(spec["dtype"]), init[slot]):
             problems.append(f"non-trainable slot {slot!r} does not hold its initial value")
     if present and not ctx.is_function:

@@ -359,7 +359,7 @@ class MaskDiagonal(nnx.Module):
 
 M = "tests.mutants.jax_contracts"
 MUTANTS = [
-    Mutant("jax", "sign_ste", f"{M}:sign_plain", "gradients", "backward rule never ran"),
+    Mutant("jax", "sign_ste", f"{M}:sign_plain", "gradients", "no custom backward rule ran"),
     Mutant("jax", "sign_ste", f"{M}:sign_hardtanh_ste", "gradients", "gradient for 'x' in the worked example"),
     Mutant("jax", "clipped_relu_grad", f"{M}:clipped_relu_no_clip", "gradients",
            "in the worked example: large upstream gradients are clipped"),

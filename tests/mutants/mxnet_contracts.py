@@ -332,7 +332,7 @@ class MaskDiagonal(CausalMask):
 
 M = "tests.mutants.mxnet_contracts"
 MUTANTS = [
-    Mutant("mxnet", "sign_ste", f"{M}:sign_plain", "gradients", "backward rule never ran"),
+    Mutant("mxnet", "sign_ste", f"{M}:sign_plain", "gradients", "no custom backward rule ran"),
     Mutant("mxnet", "sign_ste", f"{M}:SignHardtanhSTE", "gradients", "gradient for 'x' in the worked example"),
     Mutant("mxnet", "clipped_relu_grad", f"{M}:ClippedReLUNoClip", "gradients",
            "in the worked example: large upstream gradients are clipped"),

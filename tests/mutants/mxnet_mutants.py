@@ -127,7 +127,7 @@ MUTANTS = [
     Mutant("mxnet", "causal_mask", f"{M}:MaskNotAttribute", "buffers", "not in the saved state", blocked=('serialization',)),
     Mutant("mxnet", "round_ste", f"{M}:ste_reused_instance", "values",
            "Each Function instance can only be called once", also=("devices",), blocked=('device_parity', 'gradients')),
-    Mutant("mxnet", "round_ste", f"{M}:ste_forward_called_directly", "gradients", "backward rule never ran"),
+    Mutant("mxnet", "round_ste", f"{M}:ste_forward_called_directly", "gradients", "no custom backward rule ran"),
     Mutant("mxnet", "round_ste", f"{M}:STEDoubled", "gradients", "2x the expected"),
     # one slot: the file without it is empty, which Gluon 1.9.1 cannot read at all, so the extra key tells
     Mutant("mxnet", "rmsnorm", f"{M}:LoadIgnoresKeys", "strict_loading",

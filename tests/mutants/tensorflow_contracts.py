@@ -340,7 +340,7 @@ class MaskDiagonal(keras.layers.Layer):
 F = "tensorflow"
 M = "tests.mutants.tensorflow_contracts"
 MUTANTS = [
-    Mutant(F, "sign_ste", f"{M}:sign_plain", "gradients", "backward rule never ran"),
+    Mutant(F, "sign_ste", f"{M}:sign_plain", "gradients", "no custom backward rule ran"),
     Mutant(F, "sign_ste", f"{M}:sign_hardtanh_ste", "gradients", "gradient for 'x' in the worked example"),
     Mutant(F, "clipped_relu_grad", f"{M}:clipped_relu_no_clip", "gradients",
            "in the worked example: large upstream gradients are clipped"),

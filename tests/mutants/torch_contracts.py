@@ -399,7 +399,7 @@ class MaskDiagonal(nn.Module):
 
 M = "tests.mutants.torch_contracts"
 MUTANTS = [
-    Mutant("torch", "sign_ste", f"{M}:sign_plain", "gradients", "backward rule never ran"),
+    Mutant("torch", "sign_ste", f"{M}:sign_plain", "gradients", "no custom backward rule ran"),
     Mutant("torch", "sign_ste", f"{M}:SignHardtanhSTE", "gradients", "gradient for 'x' in the worked example"),
     Mutant("torch", "clipped_relu_grad", f"{M}:ClippedReLUNoClip", "gradients",
            "in the worked example: large upstream gradients are clipped"),

@@ -172,7 +172,7 @@ MUTANTS = [
            "layer's state", blocked=("serialization",)),
     Mutant("torch", "rmsnorm", f"{M}:GainAsBuffer", "parameters", "registered as non-trainable state ('gain'): "
            "gradients skip it and no optimizer updates it; it is a buffer", blocked=("gradients",)),
-    Mutant("torch", "round_ste", f"{M}:ste_forward_called_directly", "gradients", "backward rule never ran"),
+    Mutant("torch", "round_ste", f"{M}:ste_forward_called_directly", "gradients", "no custom backward rule ran"),
     Mutant("torch", "round_ste", f"{M}:STEDoubled", "gradients", "2x the expected"),
     Mutant("torch", "rmsnorm", f"{M}:LoadIgnoresKeys", "strict_loading",
            "a saved state without slot 'gain' loaded strictly without an error: the layer's load ignores missing keys"),
