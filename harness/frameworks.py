@@ -15,13 +15,15 @@ class Framework:
     module: str              # the top-level module whose presence in sys.modules marks the framework
     dists: tuple[str, ...]   # distributions whose versions a results file records
     export_formats: tuple[str, ...] = ()  # what a contract's export.formats may name for it
+    watched: tuple[str, ...] = ()  # top-level modules whose functions a layer must not replace (executor health)
 
 
 FRAMEWORKS = {f.name: f for f in (
-    Framework("torch", "torch", ("torch",), ("torch.export", "torch.save", "state_dict")),
-    Framework("tensorflow", "tensorflow", ("tensorflow", "tensorflow-cpu", "keras"), ("keras", "savedmodel")),
-    Framework("jax", "flax", ("jax", "jaxlib", "flax"), ("jax.export", "nnx")),
-    Framework("mxnet", "mxnet", ("mxnet",), ("gluon.export",)),
+    Framework("torch", "torch", ("torch",), ("torch.export", "torch.save", "state_dict"), ("torch",)),
+    Framework("tensorflow", "tensorflow", ("tensorflow", "tensorflow-cpu", "keras"), ("keras", "savedmodel"),
+              ("tensorflow", "keras")),
+    Framework("jax", "flax", ("jax", "jaxlib", "flax"), ("jax.export", "nnx"), ("jax", "flax")),
+    Framework("mxnet", "mxnet", ("mxnet",), ("gluon.export",), ("mxnet",)),
 )}
 
 

@@ -267,9 +267,3 @@ class Adapter:
         weights only loads them into a fresh instance (``constructor`` arguments, built on ``examples[0]``)."""
         raise NotImplementedError
 
-    # Framework words for the fixes checks suggest; adapters override with their own idiom.
-    hints = {
-        "register_trainable": "register it as a trainable parameter",
-        "register_buffer": "register it as non-trainable state",
-        "not_persistent": "it is registered but left out of the saved state",
-    }

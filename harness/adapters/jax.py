@@ -126,15 +126,6 @@ def _compiled(traceable, args):
 class FrameworkAdapter(Adapter):
     name = "jax"
     module = "flax"
-    hints = {
-        "register_trainable": "wrap it in nnx.Param (a raw jax array is not a Variable: nnx.grad and "
-                              "nnx.Optimizer(wrt=nnx.Param) skip it)",
-        "register_buffer": "hold it in a non-Param nnx.Variable subclass, e.g. class Buffer(nnx.Variable)",
-        "not_persistent": "RNG state (nnx.RngState) is left out of the saved state",
-        "counted_as_trainable": "as an nnx.Param, nnx.grad differentiates it and nnx.Optimizer(wrt=nnx.Param) "
-                                "updates it",
-        "make_trainable": "it is held in a non-Param nnx.Variable: hold it in nnx.Param",
-    }
 
     def configure_early(self):
         # A second host device for the devices check; possible only before JAX's first operation

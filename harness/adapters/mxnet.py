@@ -72,19 +72,6 @@ class FrameworkAdapter(Adapter):
     module = "mxnet"
     cpu_device = "cpu(0)"
     gpu_device = "gpu(0)"
-    hints = {
-        "register_trainable": "on 1.9.1 a gluon.Parameter assigned as an attribute (the 2.0 style) or kept in a "
-                              "list is not in collect_params(): use `with self.name_scope(): self.name = "
-                              "self.params.get(name, shape=..., init=...)`",
-        "register_buffer": "use self.params.get_constant(name, value) (a Constant, grad_req 'null')",
-        "not_persistent": "save_parameters saves only parameters assigned to attributes (self.name = ...)",
-        "counted_as_trainable": "its grad_req is not 'null', so a gluon.Trainer over collect_params() updates it",
-        "make_trainable": "it is a Constant or has grad_req 'null': create it with self.params.get(name, "
-                          "shape=..., init=...) (grad_req 'write')",
-        "zero_gradient": " On MXNet 1.9.1 a Function also writes no input gradient after the first input "
-                         "that wants none (no attach_grad, not computed under record()): pass settings "
-                         "to the Function's constructor, not to forward.",
-    }
 
     def owns(self, obj) -> bool:
         if inspect.isclass(obj):

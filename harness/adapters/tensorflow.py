@@ -32,15 +32,6 @@ class FrameworkAdapter(Adapter):
     module = "tensorflow"
     cpu_device = "CPU:0"
     gpu_device = "GPU:0"
-    hints = {
-        "register_trainable": "create it with self.add_weight(...) in build() (a raw tf.Variable or tensor "
-                              "attribute, or one in a plain list, is invisible to Keras)",
-        "register_buffer": "create it with self.add_weight(..., trainable=False)",
-        "not_persistent": "get_weights() leaves it out",
-        "counted_as_trainable": "it is in trainable_weights, so fit() and any optimizer given them update it",
-        "make_trainable": "it is created with add_weight(trainable=False) (or its .trainable was switched off): "
-                          "create it with trainable=True, the default",
-    }
 
     def owns(self, obj) -> bool:
         if inspect.isclass(obj):

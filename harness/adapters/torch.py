@@ -20,17 +20,6 @@ class FrameworkAdapter(Adapter):
     name = "torch"
     module = "torch"
     settled_by = ("torch._dynamo",)  # wraps torch.manual_seed when first imported
-    hints = {
-        "register_trainable": "wrap it in nn.Parameter (a plain tensor or a Python list hides it)",
-        "register_buffer": "use self.register_buffer(name, tensor)",
-        "not_persistent": "a buffer registered with persistent=False is left out of state_dict",
-        # what being registered as trainable means (true with requires_grad=False too)
-        "counted_as_trainable": "as an nn.Parameter it is counted in parameters(), handed to any optimizer built "
-                                "from them, saved and loaded as a weight, and model.requires_grad_(True) (as "
-                                "before fine-tuning) starts training it",
-        "make_trainable": "it is a buffer: register it as nn.Parameter instead",
-        "zero_gradient": " (torch: a Function whose forward is called directly instead of through .apply)",
-    }
 
     def owns(self, obj) -> bool:
         if inspect.isclass(obj):

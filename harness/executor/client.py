@@ -315,7 +315,6 @@ class RemoteAdapter:
         self.name = hello["name"]
         self.cpu_device = hello["cpu_device"]
         self.gpu_device = hello["gpu_device"]
-        self.hints = hello["hints"]
         self._implements = set(hello["implements"])
 
     def implements(self, method: str) -> bool:

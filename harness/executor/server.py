@@ -32,10 +32,7 @@ class Server:
         self.framework = config.get("framework")
         self.adapter = None
         if self.framework:
-            if self.framework == "mxnet":
-                from harness.adapters.mxnet_shim import apply
-                apply()
-            from harness.adapters import get_adapter
+            from harness.adapters import get_adapter  # an adapter module prepares its framework's import
             self.adapter = get_adapter(self.framework)
             if config.get("role") == "layer":
                 # modules that replace the framework's own functions when first imported (torch._dynamo
@@ -145,7 +142,7 @@ class Server:
         a = self.adapter
         if a is not None:
             from harness.adapters.base import Adapter
-            out.update(name=a.name, cpu_device=a.cpu_device, gpu_device=a.gpu_device, hints=dict(a.hints),
+            out.update(name=a.name, cpu_device=a.cpu_device, gpu_device=a.gpu_device,
                        implements=[m for m in dir(Adapter) if not m.startswith("_") and a.implements(m)])
         return out
 
@@ -249,15 +246,18 @@ class Server:
         return sorted(t.name for t in threading.enumerate() if t.ident not in self.threads and t.is_alive())
 
 
-_WATCHED = ("numpy", "harness", "builtins", "os", "sys", "torch", "tensorflow", "keras", "jax", "flax", "mxnet")
+def _watched() -> frozenset:
+    from harness.frameworks import FRAMEWORKS
+    return frozenset(("numpy", "harness", "builtins", "os", "sys")).union(*(f.watched for f in FRAMEWORKS.values()))
 
 
 def _fingerprint(like: dict | None = None) -> dict:
     """{module: {name: id}} of the functions and classes of the modules a verdict's data passes
     through. Replacing one (a layer patching numpy or the adapter) changes an id."""
     out = {}
+    watched = _watched()
     for name in (list(like) if like is not None else list(sys.modules)):
-        if like is None and (name.split(".")[0] not in _WATCHED or name.count(".") > 2):
+        if like is None and (name.split(".")[0] not in watched or name.count(".") > 2):
             continue
         d = getattr(sys.modules.get(name), "__dict__", None)
         if isinstance(d, dict):
