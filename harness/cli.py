@@ -14,7 +14,6 @@ Exit codes: 0 done (gated: conformant, or no regressions), 1 gated: failures or 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -28,24 +27,18 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _load_all(paths) -> dict:
-    from .gate import BaselineError, load_results_file
-    from .results import merge
-    docs = [load_results_file(p) for p in paths]
-    if len(docs) == 1:
-        return docs[0]
-    try:
-        return merge(docs)
-    except ValueError as exc:
-        raise BaselineError(f"cannot merge {', '.join(map(str, paths))}: {exc}") from None
+    from . import results
+    docs = [results.load(p) for p in paths]
+    return docs[0] if len(docs) == 1 else results.merge(docs, names=paths)
 
 
 def _report(args) -> int:
-    from .gate import compare, load_results_file
+    from . import results
     from .report import write_html
     doc = _load_all(args.results)
     comparison = None
     if args.baseline:
-        comparison = compare(load_results_file(args.baseline)["results"], doc["results"])
+        comparison = results.compare(results.load(args.baseline)["results"], doc["results"])
         print(f"baseline {args.baseline}: {comparison.summary()}")
     path = write_html(args.output, doc, comparison=comparison, baseline_name=args.baseline, title=args.title)
     print(f"conformance html: {path}")
@@ -53,15 +46,14 @@ def _report(args) -> int:
 
 
 def _merge(args) -> int:
-    from .gate import FAILING, compare, describe, load_results_file
+    from . import results
     doc = _load_all(args.results)
-    baseline = load_results_file(args.baseline) if args.baseline else None
+    baseline = results.load(args.baseline) if args.baseline else None
     out = Path(args.output)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(doc, indent=2) + "\n")   # written before the verdict: results are never lost
+    results.write_document(out, doc)   # written before the verdict: results are never lost
     print(f"merged {len(args.results)} file(s), {len(doc['results'])} records: {out}")
     records = doc["results"]
-    comparison = compare(baseline["results"], records) if baseline else None
+    comparison = results.compare(baseline["results"], records) if baseline else None
     if args.html:
         from .report import write_html
         path = write_html(args.html, doc, baseline=baseline, comparison=comparison, baseline_name=args.baseline)
@@ -73,15 +65,15 @@ def _merge(args) -> int:
         print(f"baseline {args.baseline}: {comparison.summary()}")
         failing = comparison.regressions
         for r in failing:
-            was = "passed in the baseline, not run now" if r in comparison.disappeared else r["outcome"]
-            print(f"  REGRESSION: {describe(r)}: {was}")
+            was = "passed in the baseline, not run now" if r in comparison.disappeared else r.outcome
+            print(f"  REGRESSION: {r.describe()}: {was}")
     else:
-        failing = [r for r in records if r.get("outcome") in FAILING and not r.get("expected")]
+        failing = [r for r in records if r.failing and not r.expected]
         for r in failing:
-            print(f"  {r['outcome'].upper()}: {describe(r)}")
-    xpassed = [r for r in records if r.get("unexpectedly_passed")] if args.strict_expectations else []
+            print(f"  {r.outcome.upper()}: {r.describe()}")
+    xpassed = [r for r in records if r.unexpectedly_passed] if args.strict_expectations else []
     for r in xpassed:
-        print(f"  XPASS(strict): {describe(r)}: expected to fail, now passes")
+        print(f"  XPASS(strict): {r.describe()}: expected to fail, now passes")
     if failing or xpassed:
         what = "regression(s) against the baseline" if comparison is not None else "failing check(s)"
         print(f"gate: {len(failing)} {what}" + (f", {len(xpassed)} expected failure(s) now passing" if xpassed else "")
@@ -98,7 +90,7 @@ def _summary(args) -> int:
 
 
 def main(argv=None) -> int:
-    from .gate import BaselineError
+    from .results import ResultsFileError
     parser = _Parser(prog="python -m harness", description="Layer conformance results: HTML report, merge, summary.")
     sub = parser.add_subparsers(dest="command", required=True)
     rep = sub.add_parser("report", help="write the self-contained HTML report of one or more results files")
@@ -121,6 +113,6 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     try:
         return {"report": _report, "merge": _merge, "summary": _summary}[args.command](args)
-    except BaselineError as exc:
+    except ResultsFileError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -9,6 +9,7 @@ import argparse
 import math
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ import pytest
 from . import __version__
 from .frameworks import FRAMEWORKS
 from .nodeids import parse as parse_nodeid, target_name
+from .record import Record
 from .contract import (DEFAULT_MAX_INPUT_ELEMENTS, MAX_INPUT_ELEMENTS_ENV, MAX_TIMEOUT, ContractError,
                        ContractNotFound, input_element_limit, load_contract)
 
@@ -91,7 +93,8 @@ def _element_count(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number of elements") from None
 
 
-def _opt(config, name, ini):
+def option(config, name, ini):
+    """An option's value: the command line's, else the ini file's ``ini`` (public: the gate reads it too)."""
     value = config.getoption(name)
     if value in (None, [], ""):
         value = config.getini(ini)
@@ -131,13 +134,13 @@ class ConformanceRun:
         from .checks import CHECKS, DEFAULT_CHECKS
 
         self.config = config
-        contracts = list(_opt(config, "contract", "conformance_contract") or [])
-        impl = _opt(config, "impl", "conformance_impl") or None
-        bindings = _opt(config, "bindings", "conformance_bindings") or None
-        frameworks = list(_opt(config, "framework", "conformance_framework") or [])
-        device = _opt(config, "device", "conformance_device") or "cpu"
-        seed = _opt(config, "seed", "conformance_seed")
-        self.json_path = _opt(config, "conformance_json", "conformance_json") or None
+        contracts = list(option(config, "contract", "conformance_contract") or [])
+        impl = option(config, "impl", "conformance_impl") or None
+        bindings = option(config, "bindings", "conformance_bindings") or None
+        frameworks = list(option(config, "framework", "conformance_framework") or [])
+        device = option(config, "device", "conformance_device") or "cpu"
+        seed = option(config, "seed", "conformance_seed")
+        self.json_path = option(config, "conformance_json", "conformance_json") or None
         self.seed = int(seed) if seed not in (None, "") else 0
         self.devices = {"cpu": ["cpu"], "cuda": ["cuda"], "all": ["cpu", "cuda"]}[device]
         self.checks = list(config.getoption("check") or DEFAULT_CHECKS)  # opt-in checks only when named
@@ -163,7 +166,7 @@ class ConformanceRun:
         # own tests are part of this run too
         self.alone = not files_given and (from_command_line or not (impl or bindings))
         self.targets = []
-        self.results: list[dict] = []
+        self.results: list[Record] = []
         self._session = None
         self.planned: list[str] | None = None   # node ids of every conformance check this run will execute
         self.journal = None
@@ -181,10 +184,10 @@ class ConformanceRun:
         except ValueError as exc:  # a malformed environment variable
             raise pytest.UsageError(str(exc)) from None
         try:
-            state_map = targets_mod.parse_state_map(_opt(config, "state_map", "conformance_state_map"))
-            self.pythons = targets_mod.parse_pythons(_opt(config, "executor_python", "conformance_executor_python"),
+            state_map = targets_mod.parse_state_map(option(config, "state_map", "conformance_state_map"))
+            self.pythons = targets_mod.parse_pythons(option(config, "executor_python", "conformance_executor_python"),
                                                      str(config.rootpath))
-            arg_map = targets_mod.parse_arg_map(_opt(config, "arg_map", "conformance_arg_map"))
+            arg_map = targets_mod.parse_arg_map(option(config, "arg_map", "conformance_arg_map"))
             self.targets = targets_mod.plan(contracts, impl, bindings, frameworks, state_map, arg_map=arg_map,
                                             changed_since=config.getoption("changed_since"), pythons=self.pythons)
         except targets_mod.UsageError as exc:
@@ -240,7 +243,28 @@ class ConformanceRun:
         return out
 
 
+    def pytest_runtest_logreport(self, report):
+        """Every check's record, as its report arrives (from this process or from an xdist worker).
+        A hook of the run itself (registered per config): the hook gets no config to find the run by."""
+        if not self.active:
+            return
+        record = getattr(report, "conformance", None)
+        if record is None and report.failed and report.when in ("call", "???") and "crashed" in str(report.longrepr):
+            # an xdist worker died inside this check (abort, segfault): the check is lost, the run goes on
+            record = _record_for_lost_check(self, report)
+        if record is not None:
+            self.results.append(record)
+            if self.journal is not None:
+                self.journal.record(record)
+
+
 _RUN_KEY = pytest.StashKey[ConformanceRun]()
+
+
+def current_run(config) -> ConformanceRun | None:
+    """This config's conformance run when it is active (it plans and runs checks), else None."""
+    run = config.stash.get(_RUN_KEY, None)
+    return run if run is not None and run.active else None
 
 
 def pytest_configure(config):
@@ -249,6 +273,7 @@ def pytest_configure(config):
     config.pluginmanager.register(JunitNames(config), "layer-conformance-junit")
     run = ConformanceRun(config)
     config.stash[_RUN_KEY] = run
+    config.pluginmanager.register(run, "layer-conformance-run")  # its logreport hook collects the records
     if run.active and not _is_worker(config):
         _stop_on_sigterm(run)
     # one framework's checks on one xdist worker, so a worker imports each framework once
@@ -357,7 +382,7 @@ class TargetNode(pytest.Collector):
                            seed=run.seed, state_map=self.target.state_map, arg_map=self.target.arg_map,
                            impl_name=self.target.impl,
                            session=run.session).with_options(
-            compile_backend=_opt(self.config, "compile_backend", "conformance_compile_backend") or None)
+            compile_backend=option(self.config, "compile_backend", "conformance_compile_backend") or None)
 
 
 class ConformanceItem(pytest.Item):
@@ -366,44 +391,40 @@ class ConformanceItem(pytest.Item):
         self.check = check
         self.record = None
 
-    def _record(self, outcome, message="", **extra):
+    def _record(self, outcome, message="", **verdict):
         t = self.parent.target
-        self.record = {
-            "contract": self.parent.contract.name,
-            "impl": t.impl or "(not applicable)",
-            "framework": t.framework,
-            "device": self.parent.device,
-            "check": self.check,
-            "outcome": outcome,
-            "message": message,
-            "nodeid": self.nodeid,
-            **extra,
-        }
+        self.record = Record(contract=self.parent.contract.name, impl=t.impl or "(not applicable)",
+                             framework=t.framework, device=self.parent.device, check=self.check,
+                             outcome=outcome, message=message, nodeid=self.nodeid,
+                             duration=round(time.perf_counter() - self._started, 6), **verdict)
 
     def runtest(self):
+        self._started = time.perf_counter()   # the check's wall time, loading the layer included
+
         from .checks import CheckFailed
         from .runner import run_check
         contract, target = self.parent.contract, self.parent.target
         reason = contract.not_applicable(target.framework) if target.bundled or not target.impl else None
         if not target.impl or reason:
             self._record("skipped", f"not applicable in {target.framework}: {reason}", not_applicable=True)
-            pytest.skip(self.record["message"])
+            pytest.skip(self.record.message)
         from .executor import LoadFailed
         from .executor.session import UsageProblem
         try:
             ctx = self.parent.context()
         except UsageProblem as exc:  # the binding, not the layer: the run exits 4
             self._record("error", f"usage error: {exc}", usage_error=True)
-            raise CheckFailed(self.record["message"]) from None
+            raise CheckFailed(self.record.message) from None
         except LoadFailed as exc:
             self._record("error", str(exc))
-            raise CheckFailed(self.record["message"]) from None
-        rec = run_check(ctx, self.check, timeout=self.config.getoption("check_timeout"))
-        self._record(rec.pop("outcome"), rec.pop("message"), **{k: v for k, v in rec.items() if k != "check"})
-        if self.record["outcome"] in ("skipped", "blocked"):
-            pytest.skip(self.record["message"])
-        if self.record["outcome"] != "passed":
-            raise CheckFailed(self.record["message"])
+            raise CheckFailed(self.record.message) from None
+        verdict = run_check(ctx, self.check, timeout=self.config.getoption("check_timeout"))
+        verdict.pop("check")
+        self._record(**verdict)   # the runner's verdict: outcome, message and the record's other fields
+        if self.record.outcome in ("skipped", "blocked"):
+            pytest.skip(self.record.message)
+        if self.record.outcome != "passed":
+            raise CheckFailed(self.record.message)
 
     def repr_failure(self, excinfo, style=None):
         msg = getattr(excinfo.value, "message", None) or str(excinfo.value)
@@ -421,18 +442,21 @@ def pytest_runtest_makereport(item, call):
     return report
 
 
-def pytest_runtest_logreport(report):
-    run = _current_run
-    if run is None or not run.active:
-        return
-    record = getattr(report, "conformance", None)
-    if record is None and report.failed and report.when in ("call", "???") and "crashed" in str(report.longrepr):
-        # an xdist worker died inside this check (abort, segfault): the check is lost, the run goes on
-        record = _record_for_lost_check(run, report)
-    if record is not None:
-        run.results.append(record)
-        if run.journal is not None:
-            run.journal.record(record)
+# a report travels from an xdist worker to the controller as JSON: its record in the record's JSON form
+@pytest.hookimpl(wrapper=True)
+def pytest_report_to_serializable(config, report):
+    data = yield
+    if isinstance(data, dict) and isinstance(data.get("conformance"), Record):
+        data["conformance"] = data["conformance"].to_json()
+    return data
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_report_from_serializable(config, data):
+    report = yield
+    if isinstance(getattr(report, "conformance", None), dict):
+        report.conformance = Record.from_json(report.conformance)
+    return report
 
 
 def _stop_on_sigterm(run):
@@ -479,7 +503,7 @@ def pytest_xdist_node_collection_finished(node, ids):
         _plan(run, list(ids))
 
 
-def _record_for_lost_check(run, report) -> dict | None:
+def _record_for_lost_check(run, report) -> Record | None:
     """Rebuild a record from the node id alone (the worker that knew more is gone)."""
     lines = str(report.longrepr).strip().splitlines()
     return _record_from_nodeid(run, report.nodeid, "error",
@@ -487,7 +511,7 @@ def _record_for_lost_check(run, report) -> dict | None:
                                f"the worker was restarted and the rest of the run continued")
 
 
-def _record_from_nodeid(run, nodeid: str, outcome: str, message: str, **extra) -> dict | None:
+def _record_from_nodeid(run, nodeid: str, outcome: str, message: str, **extra) -> Record | None:
     ids = parse_nodeid(nodeid)
     if ids is None:
         return None
@@ -496,17 +520,8 @@ def _record_from_nodeid(run, nodeid: str, outcome: str, message: str, **extra) -
     impl = next((t.impl for t in run.targets if t.framework == framework
                  and names.get(str(Path(t.contract_path).resolve()), Path(t.contract_path).stem) == contract
                  and (not label or label in (t.impl_label, t.impl.replace(":", ".")))), label or "?")
-    return {"contract": contract, "impl": impl, "framework": framework, "device": device, "check": check,
-            "outcome": outcome, "nodeid": nodeid, "message": message, **extra}
-
-
-_current_run = None
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_sessionstart(session):
-    global _current_run
-    _current_run = session.config.stash.get(_RUN_KEY, None)
+    return Record(contract=contract, impl=impl, framework=framework, device=device, check=check,
+                  outcome=outcome, nodeid=nodeid, message=message, **extra)
 
 
 def _is_worker(config):
@@ -522,7 +537,7 @@ def pytest_sessionfinish(session, exitstatus):
     if not run or not run.active or _is_worker(session.config):
         return
     completeness = _account_for_the_plan(session, run)
-    if any(r.get("usage_error") for r in run.results) and session.exitstatus in (0, 1):
+    if any(r.usage_error for r in run.results) and session.exitstatus in (0, 1):
         session.exitstatus = pytest.ExitCode.USAGE_ERROR  # a binding that does not fit its layer
     _write_results(run, completeness)
     for option, path, write in run.reports:
@@ -540,7 +555,7 @@ def _account_for_the_plan(session, run) -> dict:
     """Every planned check has a record: the ones that never reported are marked "not run", and a run
     whose results do not cover its plan never exits 0."""
     planned = run.planned or []
-    done = {r.get("nodeid") for r in run.results}
+    done = {r.nodeid for r in run.results}
     missing = [n for n in planned if n not in done]
     why = (f"interrupted ({run.interrupted})" if run.interrupted else
            "interrupted" if session.exitstatus == pytest.ExitCode.INTERRUPTED else "no result came back")
@@ -557,10 +572,7 @@ def _account_for_the_plan(session, run) -> dict:
 def _write_results(run, completeness=None):
     if run.json_path:
         from . import results
-        devices = {}
-        for r in run.results:
-            devices.setdefault(r["framework"], set()).add(r["device"])
-        env = results.environment(run.frameworks(), {k: sorted(v) for k, v in devices.items()}, run.seed)
+        env = results.environment(run.frameworks(), results.devices_of(run.results), run.seed)
         selection = getattr(run.targets, "selection", None)   # --changed-since: what changed, what was selected
         extra = dict(completeness or {}, **({"selection": selection} if selection is not None else {}))
         results.write(run.json_path, run.results, env, extra)

@@ -1,16 +1,26 @@
-"""The results file (the source of truth; terminal, JUnit and HTML views derive from it)."""
+"""The results file (the source of truth; terminal, JUnit and HTML views derive from it).
+
+This module owns the file: write (atomically), load (validated; errors name the file), merge,
+compare and the summary table. Records are ``harness.record.Record``; the file holds their JSON form.
+"""
 from __future__ import annotations
 
 import json
 import platform
 import sys
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from . import __version__
+from .record import FAILING, KEY, OUTCOMES, Record, as_records
 
-SCHEMA_VERSION = 1
-# blocked: not judged, because of a mistake another check names (the record's `blocked_by`)
-OUTCOMES = ("passed", "failed", "blocked", "skipped", "error")
+# 2: records may carry `duration`. A file of version 1 reads as it always did (it has no durations).
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+
+
+class ResultsFileError(ValueError):
+    """A results file that cannot be read, is no results file, or cannot be merged; names the file."""
 
 
 def environment(frameworks: dict, devices: dict, seed: int, argv=None) -> dict:
@@ -27,20 +37,33 @@ def environment(frameworks: dict, devices: dict, seed: int, argv=None) -> dict:
     }
 
 
-def document(results: list[dict], env: dict, extra: dict | None = None) -> dict:
-    key = lambda r: (r["contract"], r["impl"], r["framework"], r["device"], r["check"])
-    doc = {
+def devices_of(records) -> dict:
+    """framework -> the devices its records ran on (the environment's `devices`)."""
+    out: dict = {}
+    for r in as_records(records):
+        out.setdefault(r.framework, set()).add(r.device)
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def document(records, env: dict, extra: dict | None = None) -> dict:
+    """The results file's JSON: records (``Record`` or their JSON form) sorted by identity."""
+    return {
         "schema_version": SCHEMA_VERSION,
         "harness_version": __version__,
         "environment": env,
         **(extra or {}),   # whether the run covered its plan; `selection` of a --changed-since run
-        "results": sorted(results, key=key),
+        "results": [r.to_json() for r in sorted(as_records(records), key=Record.key)],
     }
-    return doc
 
 
-def write(path, results: list[dict], env: dict, extra: dict | None = None) -> None:
-    write_atomically(path, json.dumps(document(results, env, extra), indent=2, sort_keys=False) + "\n")
+def write(path, records, env: dict, extra: dict | None = None) -> None:
+    write_document(path, document(records, env, extra))
+
+
+def write_document(path, doc: dict) -> None:
+    """A document as ``load`` or ``merge`` returns it (records as ``Record``) or as ``document`` makes it."""
+    doc = dict(doc, results=[r.to_json() for r in as_records(doc.get("results", []))])
+    write_atomically(path, json.dumps(doc, indent=2, sort_keys=False) + "\n")
 
 
 def write_atomically(path, text: str) -> None:
@@ -66,6 +89,38 @@ def write_atomically(path, text: str) -> None:
         raise
 
 
+def from_json(doc, where: str = "results") -> dict:
+    """A parsed results document with its records as ``Record``; ResultsFileError names ``where``."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("results"), list):
+        raise ResultsFileError(f"{where}: not a results file (no `results` list)")
+    version = doc.get("schema_version")
+    if version not in READABLE_VERSIONS:
+        newer = isinstance(version, int) and version > SCHEMA_VERSION
+        raise ResultsFileError(
+            f"{where}: unsupported results schema_version {version!r} (this harness reads "
+            f"{', '.join(map(str, READABLE_VERSIONS))}" + ("; the file was written by a newer harness: "
+                                                           "upgrade this one to read it)" if newer else ")"))
+    records = []
+    for i, r in enumerate(doc["results"]):
+        try:
+            records.append(Record.from_json(r))
+        except ValueError as exc:
+            raise ResultsFileError(f"{where}: results[{i}]: {exc}") from None
+    return dict(doc, results=records)
+
+
+def load(path) -> dict:
+    """Read and validate a results file: its document, with ``results`` as a list of ``Record``."""
+    from pathlib import Path
+    try:
+        doc = json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise ResultsFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise ResultsFileError(f"{path}: not a results file (invalid JSON: {exc})") from None
+    return from_json(doc, str(path))
+
+
 class Journal:
     """The run as it happens, in JSON lines beside the results file: first the plan (every check id
     the run will execute), then each record as soon as it exists, flushed. A run that is killed
@@ -86,8 +141,8 @@ class Journal:
     def plan(self, nodeids: list[str]):
         self._line({"plan": sorted(nodeids)})
 
-    def record(self, rec: dict):
-        self._line({"record": rec})
+    def record(self, rec: Record):
+        self._line({"record": rec.to_json()})
 
     def close(self, remove: bool):
         self.file.close()
@@ -95,7 +150,7 @@ class Journal:
             self.path.unlink(missing_ok=True)
 
     @staticmethod
-    def read(path) -> tuple[list[str], list[dict]]:
+    def read(path) -> tuple[list[str], list[Record]]:
         plan, records = [], []
         for line in open(path):
             try:
@@ -104,52 +159,126 @@ class Journal:
                 continue
             plan = obj.get("plan", plan)
             if "record" in obj:
-                records.append(obj["record"])
+                records.append(Record.from_json(obj["record"]))
         return plan, records
 
 
-def merge(docs: list[dict]) -> dict:
-    """Combine results files (e.g. the main and the MXNet environments); a conflicting duplicate is an error."""
+def merge(docs: list[dict], names=None) -> dict:
+    """Combine results documents (e.g. the main and the MXNet environments, CI shards); a conflicting
+    duplicate is a ResultsFileError. ``names`` (the files) go into its message."""
+    where = ", ".join(map(str, names)) if names else "results"
+    docs = [d if all(isinstance(r, Record) for r in d.get("results", [])) else from_json(d, where) for d in docs]
     seen: dict = {}
     env: dict = {"frameworks": {}, "devices": {}, "merged_from": []}
     for doc in docs:
-        if doc.get("schema_version") != SCHEMA_VERSION:
-            raise ValueError(f"unsupported results schema_version {doc.get('schema_version')!r}")
         e = doc.get("environment", {})
         env["frameworks"].update(e.get("frameworks", {}))
         env["devices"].update(e.get("devices", {}))
         env["merged_from"].append({k: e.get(k) for k in ("python", "numpy", "command", "date", "seed")})
         for r in doc["results"]:
-            k = (r["contract"], r["impl"], r["framework"], r["device"], r["check"])
-            if k in seen and (seen[k]["outcome"], seen[k]["message"]) != (r["outcome"], r["message"]):
-                raise ValueError(f"conflicting results for {'/'.join(k)}: {seen[k]['outcome']} vs {r['outcome']}")
+            k = r.key()
+            if k in seen and (seen[k].outcome, seen[k].message) != (r.outcome, r.message):
+                raise ResultsFileError(f"cannot merge {where}: conflicting results for {'/'.join(k)}: "
+                                       f"{seen[k].outcome} vs {r.outcome}")
             seen[k] = r
     for k in ("python", "numpy", "seed", "date", "command", "platform"):
         env[k] = docs[0].get("environment", {}).get(k) if docs else None
-    return document(list(seen.values()), env)
+    merged = document(list(seen.values()), env)
+    return dict(merged, results=as_records(merged["results"]))
 
 
-SYMBOL = {"passed": "ok", "failed": "FAIL", "skipped": "skip", "blocked": "blkd", "error": "ERR", "n/a": "n/a", "xfail": "xfail",
-          "xpass": "XPASS"}
+# --- comparison against a baseline (the gate, the report's diff and `python -m harness merge`) ----
+
+@dataclass
+class Comparison:
+    """The difference between a baseline's records and this run's, by record key.
+
+    A baseline tolerates the failures it already has: a check that fails now counts as newly failing
+    unless it failed (or errored) in the baseline too -- whether it passed there, was skipped, or is new.
+    A check that passed in the baseline and is skipped now (n/a included) is newly skipped: a check that
+    no longer checks anything. A skip on both sides (an n/a with its reason, a missing GPU) is no change.
+    """
+    newly_failing: list = field(default_factory=list)      # (old or None, new): failing now, not before
+    newly_passing: list = field(default_factory=list)      # (old, new): failed/error -> passed
+    unchanged_failing: list = field(default_factory=list)  # (old, new): failing in both
+    newly_skipped: list = field(default_factory=list)      # (old, new): passed -> skipped or blocked
+    disappeared: list = field(default_factory=list)        # old: in the baseline (any outcome), not in this run
+
+    @property
+    def regressions(self) -> list[Record]:
+        """What fails the gate: newly failing checks without an expectations entry, newly skipped ones,
+        and vanished ones."""
+        return ([new for _, new in self.newly_failing if not new.expected]
+                + [new for _, new in self.newly_skipped] + list(self.disappeared))
+
+    def summary(self) -> str:
+        text = (f"{len(self.newly_failing)} newly failing, {len(self.newly_passing)} newly passing, "
+                f"{len(self.unchanged_failing)} unchanged failing")
+        if self.newly_skipped:
+            text += f", {len(self.newly_skipped)} newly skipped"
+        extra = []
+        unknown = sum(old is None for old, _ in self.newly_failing)
+        if unknown:
+            extra.append(f"{unknown} of the newly failing not in the baseline")
+        expected = sum(bool(new.expected) for _, new in self.newly_failing)
+        if expected:
+            extra.append(f"{expected} of the newly failing expected")
+        if self.disappeared:
+            extra.append(f"{len(self.disappeared)} baseline check(s) no longer run")
+        return text + (f" ({'; '.join(extra)})" if extra else "")
+
+    def changes(self) -> dict[tuple, tuple[str, str | None]]:
+        """key -> (label, baseline outcome or None) for every record of this run that changed or still fails."""
+        out = {}
+        for label in ("newly_failing", "newly_skipped", "newly_passing", "unchanged_failing"):
+            for old, new in getattr(self, label):
+                out[new.key()] = (label, old.outcome if old else None)
+        return out
 
 
-def summary_table(results: list[dict]) -> str:
+def compare(baseline, current, in_scope=None) -> Comparison:
+    """Compare records (``Record`` or their JSON form); ``in_scope(old_record)`` limits which baseline
+    checks count as disappeared."""
+    old = {r.key(): r for r in as_records(baseline)}
+    new = {r.key(): r for r in as_records(current)}
+    c = Comparison()
+    for k in sorted(new):
+        n, o = new[k], old.get(k)
+        was, now = o.outcome if o else None, n.outcome
+        if now in FAILING:
+            (c.unchanged_failing if was in FAILING else c.newly_failing).append((o, n))
+        elif now == "passed" and was in FAILING:
+            c.newly_passing.append((o, n))
+        elif now in ("skipped", "blocked") and was == "passed":
+            c.newly_skipped.append((o, n))   # blocked: not judged any more, whatever blocks it
+    # whatever the outcome was: a check that no longer runs can no longer be gated
+    for k in sorted(set(old) - set(new)):
+        if in_scope is None or in_scope(old[k]):
+            c.disappeared.append(old[k])
+    return c
+
+
+TARGET = tuple(k for k in KEY if k != "check")   # a row of the summary table: everything but the check
+SYMBOL = {"passed": "ok", "failed": "FAIL", "skipped": "skip", "blocked": "blkd", "error": "ERR", "n/a": "n/a",
+          "xfail": "xfail", "xpass": "XPASS"}
+
+
+def summary_table(records) -> str:
     """One row per (contract, impl, framework, device), one column per check."""
     from .checks import CHECKS
-    checks = list(CHECKS) + sorted({r["check"] for r in results} - set(CHECKS))
-    checks = [c for c in checks if any(r["check"] == c for r in results)]
+    records = as_records(records)
+    checks = list(CHECKS) + sorted({r.check for r in records} - set(CHECKS))
+    checks = [c for c in checks if any(r.check == c for r in records)]
     rows: dict = {}
-    for r in results:
-        cell = "n/a" if r["outcome"] == "skipped" and r.get("not_applicable") else r["outcome"]
-        cell = "xfail" if r.get("expected") else "xpass" if r.get("unexpectedly_passed") else cell  # harness.gate
-        rows.setdefault((r["contract"], r["impl"], r["framework"], r["device"]), {})[r["check"]] = cell
-    head = ["contract", "impl", "framework", "device"]
+    for r in records:
+        rows.setdefault(tuple(getattr(r, k) for k in TARGET), {})[r.check] = r.status()
+    head = list(TARGET)
     table = [head + checks]
     for key in sorted(rows):
         table.append(list(key) + [SYMBOL.get(rows[key].get(c, ""), "") for c in checks])
     widths = [max(len(str(row[i])) for row in table) for i in range(len(table[0]))]
     lines = ["  ".join(str(v).ljust(w) for v, w in zip(row, widths)).rstrip() for row in table]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    counts = {o: sum(r["outcome"] == o for r in results) for o in OUTCOMES}
+    counts = {o: sum(r.outcome == o for r in records) for o in OUTCOMES}
     lines.append(", ".join(f"{n} {o}" for o, n in counts.items()))
     return "\n".join(lines)

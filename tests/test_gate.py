@@ -8,13 +8,14 @@ import textwrap
 import pytest
 
 from harness import results
+from harness.record import Record
 from harness.gate import (ExpectationsError, annotate, compare, expectation_for, load_expectations, unmatched,
                           updated_expectations)
 
 
 def _rec(check, outcome, contract="centered", impl="mylayers:Centered", framework="torch", device="cpu", **kw):
-    return {"contract": contract, "impl": impl, "framework": framework, "device": device, "check": check,
-            "outcome": outcome, "message": kw.pop("message", ""), "nodeid": f"x::{contract}::{check}", **kw}
+    return Record(contract=contract, impl=impl, framework=framework, device=device, check=check, outcome=outcome,
+                  message=kw.pop("message", ""), nodeid=f"x::{contract}::{check}", **kw)
 
 
 def _write(tmp_path, name, text):
@@ -77,10 +78,10 @@ def test_annotate_prefers_the_entry_that_covers_the_outcome(tmp_path):
         """))
     failed, passed, skipped = _rec("values", "failed"), _rec("gradients", "passed"), _rec("gradients", "skipped")
     assert expectation_for(exps, failed).reason == "wrong numbers"
-    assert annotate(failed, exps) == "expected" and failed["expected"] is True
-    assert failed["expectation"]["reason"] == "wrong numbers" and failed["expectation"]["where"].endswith(":2")
-    assert annotate(passed, exps) == "unexpectedly_passed" and passed["unexpectedly_passed"] is True
-    assert annotate(skipped, exps) is None and "expected" not in skipped
+    assert annotate(failed, exps) == "expected" and failed.expected is True
+    assert failed.expectation["reason"] == "wrong numbers" and failed.expectation["where"].endswith(":2")
+    assert annotate(passed, exps) == "unexpectedly_passed" and passed.unexpectedly_passed is True
+    assert annotate(skipped, exps) is None and not skipped.expected and skipped.expectation is None
     assert annotate(_rec("parameters", "failed"), exps) is None
     assert [e.reason for e in unmatched(exps, [failed, passed])] == ["stale"]
 
@@ -109,14 +110,14 @@ def test_compare_sorts_checks_into_changes():
            _rec("buffers", "passed"), _rec("native", "failed"), _rec("values", "passed", framework="jax")]
     new = [_rec("values", "failed"), _rec("gradients", "passed"), _rec("devices", "failed"), _rec("parameters", "passed"),
            _rec("composition", "error"), _rec("serialization", "failed", expected=True)]
-    c = compare(old, new, in_scope=lambda r: r["framework"] == "torch")
+    c = compare(old, new, in_scope=lambda r: r.framework == "torch")
     # a failure the baseline did not have is new, whether the check passed there or was not run
-    assert [n["check"] for _, n in c.newly_failing] == ["composition", "serialization", "values"]
-    assert [n["check"] for _, n in c.newly_passing] == ["gradients"]
-    assert [n["check"] for _, n in c.unchanged_failing] == ["devices"]
+    assert [n.check for _, n in c.newly_failing] == ["composition", "serialization", "values"]
+    assert [n.check for _, n in c.newly_passing] == ["gradients"]
+    assert [n.check for _, n in c.unchanged_failing] == ["devices"]
     # buffers passed and native failed, both vanished; the jax check is out of this run's scope
-    assert [o["check"] for o in c.disappeared] == ["buffers", "native"]
-    assert [r["check"] for r in c.regressions] == ["composition", "values", "buffers", "native"]  # serialization: expected
+    assert [o.check for o in c.disappeared] == ["buffers", "native"]
+    assert [r.check for r in c.regressions] == ["composition", "values", "buffers", "native"]  # serialization: expected
     assert c.summary() == ("3 newly failing, 1 newly passing, 1 unchanged failing (2 of the newly failing not in "
                            "the baseline; 1 of the newly failing expected; 2 baseline check(s) no longer run)")
 
@@ -180,9 +181,9 @@ def test_an_expectations_entry_lets_the_same_run_pass(project):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "1 xfailed" in proc.stdout and "xfail" in proc.stdout
     assert "expectations.yaml:7: the entry for framework=mxnet matches no check in this run" in proc.stdout
-    values = next(r for r in json.loads((project / "r.json").read_text())["results"] if r["check"] == "values")
-    assert values["outcome"] == "failed" and values["expected"] is True
-    assert values["expectation"]["reason"] == "the offset bug, fixed in the next release"
+    values = next(r for r in results.load(project / "r.json")["results"] if r.check == "values")
+    assert values.outcome == "failed" and values.expected is True
+    assert values.expectation["reason"] == "the offset bug, fixed in the next release"
     assert '"status":"xfail"' in (project / "r.html").read_text()
 
 

@@ -13,12 +13,13 @@ from pathlib import Path
 import pytest
 
 from harness import gate, targets
+from harness.record import Record
 from harness.gate import ExpectationsError, compare, load_expectations
 
 
 def _rec(check, outcome, contract="centered", impl="mylayers:Centered", framework="torch", device="cpu", **kw):
-    return {"contract": contract, "impl": impl, "framework": framework, "device": device, "check": check,
-            "outcome": outcome, "message": kw.pop("message", ""), "nodeid": f"x::{contract}::{check}", **kw}
+    return Record(contract=contract, impl=impl, framework=framework, device=device, check=check, outcome=outcome,
+                  message=kw.pop("message", ""), nodeid=f"x::{contract}::{check}", **kw)
 
 
 # --- passed -> skipped / error ----------------------------------------------------------------
@@ -26,8 +27,8 @@ def _rec(check, outcome, contract="centered", impl="mylayers:Centered", framewor
 def test_a_check_that_passed_and_is_now_skipped_or_errors_is_a_regression():
     c = compare([_rec("values", "passed"), _rec("gradients", "passed")],
                 [_rec("values", "skipped", message="skipped: no reference"), _rec("gradients", "error")])
-    assert sorted(r["check"] for r in c.regressions) == ["gradients", "values"]
-    assert [n["check"] for _, n in c.newly_skipped] == ["values"]
+    assert sorted(r.check for r in c.regressions) == ["gradients", "values"]
+    assert [n.check for _, n in c.newly_skipped] == ["values"]
     assert "1 newly skipped" in c.summary()
 
 
@@ -37,13 +38,13 @@ def test_not_applicable_with_the_same_reason_on_both_sides_is_no_regression():
     assert c.regressions == [] and c.newly_skipped == []
     # a check that passed and is now declared n/a is a regression all the same
     c = compare([_rec("modes", "passed")], [_rec("modes", "skipped", **na)])
-    assert [n["check"] for n in c.regressions] == ["modes"]
+    assert [n.check for n in c.regressions] == ["modes"]
 
 
 def test_a_baseline_record_of_any_outcome_that_is_gone_is_a_regression():
     old = [_rec("values", "passed"), _rec("gradients", "failed"), _rec("devices", "skipped")]
     c = compare(old, [])
-    assert sorted(r["check"] for r in c.regressions) == ["devices", "gradients", "values"]
+    assert sorted(r.check for r in c.regressions) == ["devices", "gradients", "values"]
     assert "3 baseline check(s) no longer run" in c.summary()
 
 

@@ -11,6 +11,8 @@ import importlib.util
 
 import pytest
 
+from harness import results
+
 requires_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch")
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -58,11 +60,13 @@ def test_user_layer_outside_the_repo(user_pkg):
     assert "mypkg.layers:RMSNorm [torch] from " in proc.stdout    # the header echoes the resolved implementation
     assert str(user_pkg / "mypkg" / "layers.py") in proc.stdout
     assert "seed 0" in proc.stdout and "torch 2." in proc.stdout  # ... the seed and framework versions
-    doc = json.loads((user_pkg / "out.json").read_text())
-    assert doc["schema_version"] == 1 and doc["environment"]["frameworks"]["torch"].startswith("2.")
-    outcomes = {r["check"]: r["outcome"] for r in doc["results"]}
+    doc = results.load(user_pkg / "out.json")
+    assert doc["schema_version"] == results.SCHEMA_VERSION and doc["environment"]["frameworks"]["torch"].startswith("2.")
+    outcomes = {r.check: r.outcome for r in doc["results"]}
     assert outcomes["values"] == "passed" and outcomes["native"] == "passed"
-    assert {r["impl"] for r in doc["results"]} == {"mypkg.layers:RMSNorm"}
+    assert {r.impl for r in doc["results"]} == {"mypkg.layers:RMSNorm"}
+    # every check's wall time is written (the report shows it)
+    assert all(isinstance(r.duration, float) and r.duration > 0 for r in doc["results"])
 
 
 @requires_torch
@@ -86,7 +90,7 @@ def test_bad_impl_is_one_clear_usage_error(user_pkg, impl, expected):
 
 
 def _results(path):
-    return [{k: v for k, v in r.items()} for r in json.loads(Path(path).read_text())["results"]]
+    return [{k: v for k, v in r.items() if k != "duration"} for r in json.loads(Path(path).read_text())["results"]]
 
 
 @requires_torch
@@ -97,7 +101,7 @@ def test_xdist_gives_the_same_verdicts_and_numbers(tmp_path):
     assert p0.returncode == p2.returncode == 0, p0.stdout[-2000:] + p2.stdout[-2000:]
     ra, rb = _results(a), _results(b)
     assert len(ra) > 50
-    assert ra == rb   # same ids, outcomes, messages and numbers (results carry no timings)
+    assert ra == rb   # same ids, outcomes, messages and numbers (timings aside)
 
 
 ALONE = {

@@ -13,7 +13,8 @@ import re
 import shlex
 from pathlib import Path
 
-STATUS_ORDER = ("error", "failed", "xpass", "xfail", "blocked", "passed", "skipped", "n/a")
+from ..record import KEY, STATUSES as STATUS_ORDER, Record, as_records
+
 # a cell's verdict: a symbol and a word, so it reads without colour
 LOOK = {"passed": ["\u2713", "pass"], "failed": ["\u2717", "FAIL"], "error": ["!", "ERROR"],
         "xfail": ["\u2717", "xfail"], "xpass": ["\u2713", "xpass"], "skipped": ["\u2013", "skip"],
@@ -26,17 +27,6 @@ COUNT_WORDS = {"error": ["error", "errors"], "failed": ["failed", "failed"], "xp
                "n/a": ["n/a", "n/a"]}
 _BUNDLED_IMPL = re.compile(r"^reference_impls\.\w+\.\w+:IMPL$")
 _TOLERANCE_IN_MESSAGE = re.compile(r"allowed rtol=([^,;\s]+), atol=([^,;\s)]+)")
-
-
-def status_of(r: dict) -> str:
-    """The verdict as the report shows it: an expectations entry turns failed into xfail, passed into xpass."""
-    if r.get("expected"):
-        return "xfail"
-    if r.get("unexpectedly_passed"):
-        return "xpass"
-    if r.get("outcome") == "skipped" and r.get("not_applicable"):
-        return "n/a"
-    return r.get("outcome", "error")
 
 
 def cell_lines(checks: list[dict]) -> list[str]:
@@ -60,33 +50,34 @@ def cell_lines(checks: list[dict]) -> list[str]:
     return lines
 
 
-def row_label(r: dict) -> str:
+def row_label(r: Record) -> str:
     """Bundled reference implementations share one row per contract across frameworks."""
-    impl = str(r.get("impl", ""))
+    impl = str(r.impl)
     # a bundled target that is not applicable in a framework has no implementation at all
     return "reference" if _BUNDLED_IMPL.match(impl) or impl == "(not applicable)" else impl
 
 
-def _contract_arg(r: dict, bundled) -> str:
+def _contract_arg(r: Record, bundled) -> str:
     """A bundled contract by name, a user's contract by the path its node id starts with."""
-    path = str(r.get("nodeid", "")).split("::")[0]
-    if r["contract"] in bundled or not path.endswith((".yaml", ".yml")):
-        return r["contract"]
+    path = str(r.nodeid).split("::")[0]
+    if r.contract in bundled or not path.endswith((".yaml", ".yml")):
+        return r.contract
     return path
 
 
-def repro_command(r: dict, seed=None, bundled=None) -> str:
-    """The pytest command that re-runs just this check."""
+def repro_command(r, seed=None, bundled=None) -> str:
+    """The pytest command that re-runs just this check (``r``: a Record or its JSON form)."""
+    r = Record.coerce(r)
     if bundled is None:
         from ..contract import bundled_contracts
         bundled = set(bundled_contracts())
     args = ["pytest", "--contract", _contract_arg(r, bundled)]
-    if r.get("impl") and not str(r["impl"]).startswith("("):
-        args += ["--impl", r["impl"]]
-    args += ["--framework", r["framework"]]
-    if r.get("device") and r["device"] != "cpu":
-        args += ["--device", r["device"]]
-    args += ["--check", r["check"]]
+    if r.impl and not str(r.impl).startswith("("):
+        args += ["--impl", r.impl]
+    args += ["--framework", r.framework]
+    if r.device and r.device != "cpu":
+        args += ["--device", r.device]
+    args += ["--check", r.check]
     if seed not in (None, 0):
         args += ["--seed", str(seed)]
     return " ".join(shlex.quote(str(a)) for a in args)
@@ -103,12 +94,12 @@ def _finite(obj):
     return obj
 
 
-def _numbers(r: dict) -> dict:
+def _numbers(r: Record) -> dict:
     """Largest error and tolerance, from details or (for the tolerance) the assert_close-style message."""
-    details = r.get("details") or {}
+    details = r.details or {}
     out = {k: details[k] for k in ("max_abs_error", "rtol", "atol", "tolerance") if k in details}
     if "rtol" not in out and "tolerance" not in out:
-        m = _TOLERANCE_IN_MESSAGE.search(r.get("message") or "")
+        m = _TOLERANCE_IN_MESSAGE.search(r.message or "")
         if m:
             out["rtol"], out["atol"] = m.group(1), m.group(2)
     return out
@@ -118,29 +109,26 @@ def build_data(doc: dict, comparison=None, baseline_name: str | None = None, tit
     """What the page's script renders: one entry per check, plus provenance and the baseline diff."""
     from ..checks import CHECKS
     from ..contract import bundled_contracts
-    from ..gate import record_key
     bundled = set(bundled_contracts())
     env = doc.get("environment") or {}
     changes = comparison.changes() if comparison is not None else {}
     checks = []
-    for r in doc.get("results", []):
-        change, was = changes.get(record_key(r), (None, None))
+    for r in as_records(doc.get("results", [])):
+        change, was = changes.get(r.key(), (None, None))
         checks.append({
-            "contract": r.get("contract", ""), "impl": r.get("impl", ""), "row": row_label(r),
-            "framework": r.get("framework", ""), "device": r.get("device", ""), "check": r.get("check", ""),
-            "outcome": r.get("outcome", ""), "status": status_of(r), "message": r.get("message") or "",
-            "details": r.get("details") or {}, "numbers": _numbers(r), "duration": r.get("duration"),
-            "nodeid": r.get("nodeid", ""), "expectation": r.get("expectation"), "change": change,
+            **{k: getattr(r, k) for k in KEY}, "row": row_label(r),
+            "outcome": r.outcome, "status": r.status(), "message": r.message or "",
+            "details": r.details or {}, "numbers": _numbers(r), "duration": r.duration,
+            "nodeid": r.nodeid, "expectation": r.expectation, "change": change,
             "was": was, "repro": repro_command(r, env.get("seed"), bundled),
-            "unavailable": bool(r.get("unavailable")), "blocked_by": r.get("blocked_by", ""),
+            "unavailable": r.unavailable, "blocked_by": r.blocked_by,
         })
     baseline = None
     if comparison is not None:
         baseline = {
             "name": baseline_name or "baseline", "summary": comparison.summary(),
             "regressions": len(comparison.regressions),
-            "disappeared": [{k: o.get(k, "") for k in ("contract", "impl", "framework", "device", "check", "outcome")}
-                            for o in comparison.disappeared],
+            "disappeared": [{k: getattr(o, k) for k in KEY + ("outcome",)} for o in comparison.disappeared],
         }
     return _finite({
         "title": title or "Layer conformance report",
@@ -163,7 +151,7 @@ def render_html(doc: dict, baseline: dict | None = None, comparison=None, baseli
     import jinja2
     from markupsafe import Markup
     if comparison is None and baseline is not None:
-        from ..gate import compare
+        from ..results import compare
         comparison = compare(baseline.get("results", []), doc.get("results", []))
     data = build_data(doc, comparison, baseline_name, title)
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(Path(__file__).parent)), autoescape=True,

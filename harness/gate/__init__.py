@@ -1,0 +1,48 @@
+"""The CI gate (expectations, baselines) and the HTML report options: a second pytest plugin
+(``harness.gate``, an entry point of its own; its hooks are in ``harness.gate.hooks``).
+
+Exit codes of a conformance run (pytest's numbering where the meanings overlap):
+
+* 0 -- conformant: every check passed, was skipped, or failed as an expectations entry says it
+  will; with ``--baseline``: no regressions against the baseline. A ``--changed-since`` run that
+  selects nothing exits 0 (not pytest's 5) with lines saying why no changed file selects a binding,
+  unless a baseline binding was removed.
+* 1 -- a check failed or errored without an expectations entry; with ``--baseline``: a regression
+  only, i.e. a check that fails or errors now but did not in the baseline (it passed there, was
+  skipped, or is new) and has no expectations entry, a check that passed in the baseline and is
+  skipped now, or a baseline record (any outcome) that this run did not produce; under
+  ``--strict-expectations`` also an expected failure that now passes, and an entry that matches no
+  check or whose checks no longer fail.
+* 2 -- interrupted (pytest's own: Ctrl-C, a collection error that is not a contract).
+* 3 -- broken contract: a contract file could not be loaded.
+* 4 -- usage error: bad options, a malformed expectations file, an unreadable baseline.
+* 5 -- nothing was collected (pytest's own).
+
+An expectations file (``--expectations FILE``) lists known failures::
+
+    expectations:
+      - contract: rmsnorm            # every key is a glob; a missing key matches anything, but an
+                                     # entry names at least one of contract/impl/framework/device/check
+        impl: "mypkg.layers:*"
+        framework: tensorflow
+        check: serialization
+        expected: fail               # fail (= failed or error), failed, error, or a list of these
+        reason: keras 3 drops the gain on reload    # reason or link is required
+        link: https://example.org/issues/12
+"""
+
+from __future__ import annotations
+
+from ..record import FAILING, KEY as KEY_FIELDS
+from ..results import Comparison, compare
+from .expectations import (Expectation, ExpectationsError, annotate, expectation_for, load_expectations,
+                           stale_expectations, unmatched, updated_expectations, write_expectations)
+# pytest registers this module as the plugin: the hooks must be names in it
+from .hooks import (EXIT_CONTRACT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Gate, pytest_addoption,
+                    pytest_configure, pytest_runtest_makereport, pytest_sessionfinish, pytest_terminal_summary)
+
+__all__ = ["FAILING", "KEY_FIELDS", "Comparison", "compare", "Expectation", "ExpectationsError", "annotate",
+           "expectation_for", "load_expectations", "stale_expectations", "unmatched", "updated_expectations",
+           "write_expectations", "EXIT_OK", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_CONTRACT", "EXIT_USAGE",
+           "Gate", "pytest_addoption", "pytest_configure", "pytest_runtest_makereport", "pytest_sessionfinish",
+           "pytest_terminal_summary"]

@@ -1,0 +1,209 @@
+"""Expectations files: known failures, each with a reason (see ``harness.gate`` for the format)."""
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import yaml
+
+from ..record import FAILING, KEY as KEY_FIELDS, Record, as_records
+
+_EXPECTED_SPELLINGS = {"fail": FAILING, "failed": ("failed",), "error": ("error",)}
+
+
+def first_line(message, limit=160) -> str:
+    line = (message or "").strip().splitlines()[0] if (message or "").strip() else ""
+    return line if len(line) <= limit else line[:limit - 3] + "..."
+
+class ExpectationsError(Exception):
+    """A malformed expectations file; the message names the file, the line and the field."""
+
+
+@dataclass
+class Expectation:
+    patterns: dict               # field -> glob, only the fields the entry names
+    outcomes: tuple              # the outcomes it expects, e.g. ("failed", "error")
+    expected: object             # as written (kept when the file is rewritten)
+    reason: str = ""
+    link: str = ""
+    line: int = 0
+    path: str = ""
+
+    def matches(self, record: Record) -> bool:
+        return all(fnmatch.fnmatchcase(str(getattr(record, k)), p) for k, p in self.patterns.items())
+
+    @property
+    def where(self) -> str:
+        return f"{self.path}:{self.line}"
+
+    def as_record_note(self) -> dict:
+        return {k: v for k, v in (("reason", self.reason), ("link", self.link), ("where", self.where)) if v}
+
+    def as_yaml(self) -> dict:
+        out = dict(self.patterns)
+        out["expected"] = self.expected
+        if self.reason:
+            out["reason"] = self.reason
+        if self.link:
+            out["link"] = self.link
+        return out
+
+
+def _fail(path, node, field_, message):
+    line = node.start_mark.line + 1 if node is not None else "?"
+    raise ExpectationsError(f"invalid expectations file {path}:{line}: {field_}: {message}")
+
+
+def _scalar(path, key, node) -> str:
+    if not isinstance(node, yaml.ScalarNode) or node.tag == "tag:yaml.org,2002:null" or node.value == "":
+        _fail(path, node, key, "expected a non-empty string" + (" (omit the field to match anything)"
+                                                                  if key in KEY_FIELDS else ""))
+    return node.value
+
+
+def _expected(path, node):
+    if isinstance(node, yaml.ScalarNode):
+        words, written = [node.value], node.value
+    elif isinstance(node, yaml.SequenceNode) and node.value:
+        words = [_scalar(path, "expected", n) for n in node.value]
+        written = words
+    else:
+        _fail(path, node, "expected", "expected fail, failed, error, or a list of failed/error")
+    outcomes: list = []
+    for w in words:
+        if w not in _EXPECTED_SPELLINGS:
+            _fail(path, node, "expected", f"{w!r} is not an outcome that can be expected "
+                                          f"(use fail, failed, error, or a list of failed/error)")
+        outcomes += [o for o in _EXPECTED_SPELLINGS[w] if o not in outcomes]
+    return tuple(outcomes), written
+
+
+def load_expectations(path) -> list[Expectation]:
+    """Parse an expectations file; ExpectationsError names file:line: field on any problem."""
+    path = str(path)
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ExpectationsError(f"expectations file {path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise ExpectationsError(f"invalid expectations file {path}:{mark.line + 1 if mark else '?'}: "
+                                f"(yaml): {getattr(exc, 'problem', None) or exc}") from None
+    if root is None:
+        return []
+    entries = root
+    if isinstance(root, yaml.MappingNode):
+        entries = None
+        for k, v in root.value:
+            if k.value != "expectations":
+                _fail(path, k, k.value, "unknown top-level key (the file holds `expectations:` and a list)")
+            entries = v
+        if entries is None or (isinstance(entries, yaml.ScalarNode) and entries.tag.endswith(":null")):
+            return []
+    if not isinstance(entries, yaml.SequenceNode):
+        _fail(path, entries, "expectations", "expected a list of entries")
+    out = []
+    for node in entries.value:
+        if not isinstance(node, yaml.MappingNode):
+            _fail(path, node, "(entry)", "expected a mapping of contract/impl/framework/device/check, "
+                                         "expected and reason")
+        seen: dict = {}
+        for k, v in node.value:
+            key = k.value if isinstance(k, yaml.ScalarNode) else "?"
+            if key in seen:
+                _fail(path, k, key, "given twice in one entry")
+            if key not in KEY_FIELDS + ("expected", "reason", "link"):
+                _fail(path, k, key, f"unknown field (known: {', '.join(KEY_FIELDS)}, expected, reason, link)")
+            seen[key] = v
+        if "expected" not in seen:
+            _fail(path, node, "expected", "required (fail, failed, error, or a list of failed/error)")
+        if not any(k in seen for k in KEY_FIELDS):
+            _fail(path, node, "(entry)", "names none of contract, impl, framework, device or check, so it would "
+                                         "match every check; name at least one (`check: \"*\"` says every check "
+                                         "on purpose)")
+        outcomes, written = _expected(path, seen["expected"])
+        texts = {k: _scalar(path, k, seen[k]) for k in ("reason", "link") if k in seen}
+        if not texts:
+            _fail(path, node, "reason", "required: say why the failure is expected (or give a `link`)")
+        out.append(Expectation(patterns={k: _scalar(path, k, seen[k]) for k in KEY_FIELDS if k in seen},
+                               outcomes=outcomes, expected=written, reason=texts.get("reason", ""),
+                               link=texts.get("link", ""), line=node.start_mark.line + 1, path=path))
+    return out
+
+
+def expectation_for(expectations: list[Expectation], record: Record) -> Expectation | None:
+    """The entry that covers this record's outcome, else the first that matches it at all."""
+    matching = [e for e in expectations if e.matches(record)]
+    covering = [e for e in matching if record.outcome in e.outcomes]
+    return (covering or matching or [None])[0]
+
+
+def annotate(record: Record, expectations: list[Expectation]) -> str | None:
+    """Mark a record 'expected' (a covered failure) or 'unexpectedly_passed'; returns which, or None."""
+    exp = expectation_for(expectations, record)
+    if exp is None:
+        return None
+    if record.outcome in exp.outcomes:
+        record.expected = True
+        record.expectation = exp.as_record_note()
+        return "expected"
+    if record.outcome == "passed":
+        record.unexpectedly_passed = True
+        record.expectation = exp.as_record_note()
+        return "unexpectedly_passed"
+    return None
+
+
+def unmatched(expectations: list[Expectation], records: list[Record]) -> list[Expectation]:
+    records = as_records(records)
+    return [e for e in expectations if not any(e.matches(r) for r in records)]
+
+
+def stale_expectations(expectations: list[Expectation], records: list[Record]):
+    """(entries matching no check of this run, entries whose checks ran and none fails as expected)."""
+    records = as_records(records)
+    nothing, not_failing = [], []
+    for e in expectations:
+        mine = [r for r in records if e.matches(r)]
+        if not mine:
+            nothing.append(e)
+        elif not any(r.outcome in e.outcomes for r in mine):
+            not_failing.append(e)
+    return nothing, not_failing
+
+
+def updated_expectations(expectations: list[Expectation], records: list[Record]) -> tuple[list[dict], dict]:
+    """The file's new entries: existing ones still needed (reasons kept), stale ones dropped, one exact
+    entry added per failing check that nothing covers. Entries matching nothing in this run are kept
+    (they may be about frameworks or devices this run did not cover)."""
+    records = as_records(records)
+    kept, dropped = [], []
+    for e in expectations:
+        mine = [r for r in records if e.matches(r)]
+        stale = mine and not any(r.outcome in e.outcomes for r in mine) \
+            and any(r.outcome == "passed" for r in mine)
+        (dropped if stale else kept).append(e)
+    added = []
+    today = datetime.now(timezone.utc).date().isoformat()
+    for r in sorted(records, key=Record.key):
+        if r.failing and not any(e.matches(r) and r.outcome in e.outcomes for e in kept):
+            first = first_line(r.message) or r.outcome
+            added.append({**dict(zip(KEY_FIELDS, r.key())), "expected": "fail",
+                          "reason": f"recorded by --update-expectations on {today}: {first}"})
+    entries = [e.as_yaml() for e in kept] + added
+    return entries, {"kept": len(kept), "dropped": len(dropped), "added": len(added)}
+
+
+def write_expectations(path, entries: list[dict]) -> None:
+    header = ("# Known conformance failures: each entry's keys are globs (a missing key matches anything);\n"
+              "# `expected` is fail, failed, error or a list; every entry needs a reason or a link.\n")
+    body = yaml.safe_dump({"expectations": entries}, sort_keys=False, default_flow_style=False,
+                          allow_unicode=True, width=110)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(header + body)
+
+

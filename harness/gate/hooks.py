@@ -1,0 +1,261 @@
+"""The gate's pytest hooks: expectations applied to the records, the baseline compared, the exit
+status decided, the HTML report written. The conformance plugin's run is read through its public
+accessors (``harness.plugin.current_run``, ``harness.plugin.option``)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from .. import results
+from ..plugin import current_run, option
+from ..record import Record
+from .expectations import (Expectation, ExpectationsError, annotate, first_line, load_expectations,
+                           stale_expectations, updated_expectations, write_expectations)
+
+EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_CONTRACT, EXIT_USAGE = 0, 1, 2, 3, 4
+
+
+class Gate:
+    """Per-process gate state (one per pytest config)."""
+
+    def __init__(self, config):
+        self.config = config
+        self.html_path = config.getoption("conformance_html") or config.getini("conformance_html") or None
+        self.expectations_path = (config.getoption("expectations") or config.getini("conformance_expectations")
+                                  or None)
+        self.strict = bool(config.getoption("strict_expectations") or config.getini("conformance_strict_expectations"))
+        self.update = bool(config.getoption("update_expectations"))
+        self.baseline_path = config.getoption("baseline")
+        self.expectations: list[Expectation] = []
+        self.baseline: dict | None = None         # a results document (harness.results.load)
+        self.failed_nodeids: set = set()   # every failed test report, conformance or not
+        self.comparison: results.Comparison | None = None
+        self.lines: list[tuple[str, dict]] = []   # terminal lines: (text, markup)
+        self.stale: list[Expectation] = []        # entries matching nothing, or whose checks no longer fail
+        if self.update and not self.expectations_path:
+            raise pytest.UsageError("--update-expectations needs --expectations FILE (the file to rewrite)")
+        if self.expectations_path and not (self.update and not Path(self.expectations_path).exists()):
+            try:
+                self.expectations = load_expectations(self.expectations_path)
+            except ExpectationsError as exc:
+                raise pytest.UsageError(str(exc)) from None
+        if self.baseline_path and not _is_worker(config):
+            try:
+                self.baseline = results.load(self.baseline_path)
+            except results.ResultsFileError as exc:
+                raise pytest.UsageError(f"--baseline {exc}") from None
+
+    def pytest_runtest_logreport(self, report):
+        if report.failed:
+            self.failed_nodeids.add(report.nodeid)
+
+
+_GATE_KEY = pytest.StashKey[Gate]()
+
+
+def _is_worker(config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def pytest_addoption(parser):
+    g = parser.getgroup("conformance", "layer conformance")
+    g.addoption("--conformance-html", metavar="PATH", help="write a self-contained HTML report here")
+    g.addoption("--expectations", metavar="FILE", help="YAML file of expected failures (each with a reason)")
+    g.addoption("--strict-expectations", action="store_true", default=False,
+                help="an expected failure that now passes fails the run")
+    g.addoption("--update-expectations", action="store_true", default=False,
+                help="rewrite the --expectations file from this run, keeping existing reasons")
+    g.addoption("--baseline", metavar="OLD.json",
+                help="a previous results file: fail only on regressions against it")
+    parser.addini("conformance_html", "default --conformance-html", type="string", default=None)
+    parser.addini("conformance_expectations", "default --expectations", type="string", default=None)
+    parser.addini("conformance_strict_expectations", "default --strict-expectations", type="bool", default=False)
+
+
+def pytest_configure(config):
+    gate = Gate(config)
+    config.stash[_GATE_KEY] = gate
+    config.pluginmanager.register(gate, "layer_conformance_gate_state")  # its hooks see this config only
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    # outermost wrapper: the conformance plugin has attached the record by the time this resumes
+    report = yield
+    record = getattr(report, "conformance", None)
+    gate = item.config.stash.get(_GATE_KEY, None)
+    if record is None or gate is None or not gate.expectations or call.when != "call":
+        return report
+    what = annotate(record, gate.expectations)
+    note = record.expectation or {}
+    reason = "; ".join(filter(None, [note.get("reason"), note.get("link")]))
+    if what == "expected" and report.failed:
+        report.outcome = "skipped"   # pytest's own xfail: shown as 'x', counted as xfailed
+        report.wasxfail = reason
+    elif what == "unexpectedly_passed" and report.passed:
+        if gate.strict:
+            report.outcome = "failed"
+            report.longrepr = f"[XPASS(strict)] {record.describe()}: expected to fail ({reason})"
+        else:
+            report.wasxfail = reason
+    return report
+
+
+def _scope(run, config):
+    """Which baseline checks this run was asked to run: only those can have disappeared. The bundled
+    matrix covers every framework unless --framework narrows it, so a framework that stopped importing
+    shows up. --bindings covers every framework too (a framework whose last binding was removed shows up;
+    --framework narrows it); --impl covers its one implementation. Under --changed-since the bindings
+    the change did not touch are out of scope; a binding removed from the file is not one of them."""
+    impl = option(config, "impl", "conformance_impl") or None
+    asked = set(option(config, "framework", "conformance_framework") or [])
+    if impl:
+        frameworks = {t.framework for t in run.targets}
+    elif asked:
+        frameworks = asked | {t.framework for t in run.targets}
+    else:
+        frameworks = None
+    contracts = None
+    if option(config, "contract", "conformance_contract") and not option(config, "bindings", "conformance_bindings"):
+        contracts = {Path(t.contract_path).stem for t in run.targets}
+        contracts |= {c.name for c in getattr(run, "contracts", {}).values()}
+    untouched = (getattr(run.targets, "untouched", None) or []) if config.getoption("changed_since") else []
+
+    def in_scope(r: Record):
+        return ((frameworks is None or r.framework in frameworks) and r.device in run.devices
+                and r.check in run.checks and (contracts is None or r.contract in contracts)
+                and (not impl or r.impl == impl)
+                and not any(r.impl == i and r.contract in names for i, names in untouched))
+    return in_scope
+
+
+def _selection_lines(selection: dict, say) -> None:
+    """What --changed-since selected and why, or, when nothing, why no changed file maps to a binding."""
+    rev, files = selection["changed_since"], selection["changed_files"]
+    n = f"{len(files)} file{'' if len(files) == 1 else 's'} changed"
+    if selection["selected"]:
+        say((f"changed since {rev}: {n}; {len(selection['selected'])} binding(s) selected, "
+             f"{selection['untouched']} untouched", {}))
+        for s in selection["selected"]:
+            say((f"  {s['contract']} {s['impl']}: {'; '.join(s['because'])}", {}))
+        return
+    shown = list(selection["unmapped"].items())
+    if any(why.startswith("the bindings file") for _, why in shown):
+        say((f"no layer changed since {rev}: {n}, none selects a binding (the bindings file only removes "
+             f"entries)", {"bold": True}))
+    else:
+        say((f"no layer changed since {rev}: {n}, none is an implementation, a contract, a module they import, "
+             f"or the bindings file", {"bold": True}))
+    for f, why in shown[:20]:
+        say((f"  {f}: {why}", {}))
+    if len(shown) > 20:
+        say((f"  ... and {len(shown) - 20} more (the results file's `selection` lists them all)", {}))
+
+
+def _environment(run):
+    return results.environment(run.frameworks(), results.devices_of(run.results), run.seed)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session, exitstatus):
+    # tryfirst: the records are annotated before the conformance plugin writes the results file
+    config = session.config
+    gate, run = config.stash.get(_GATE_KEY, None), current_run(config)
+    if gate is None or run is None or _is_worker(config):
+        return
+    say = gate.lines.append
+    records = run.results
+    selection = getattr(run.targets, "selection", None)
+    if selection is not None:
+        _selection_lines(selection, say)
+    if gate.expectations:
+        for r in records:
+            if r.expectation is None:
+                annotate(r, gate.expectations)   # records that never went through makereport (lost checks)
+        n_expected = sum(r.expected for r in records)
+        xpassed = [r for r in records if r.unexpectedly_passed]
+        say((f"expectations {gate.expectations_path}: {n_expected} expected failure(s) (xfail), "
+             f"{len(xpassed)} expected failure(s) now passing", {}))
+        for r in xpassed:
+            say((f"  now passing: {r.describe()} (expected to fail: {r.expectation.get('where')}"
+                 f"{'; fails the run under --strict-expectations' if gate.strict else ''})", {"yellow": True}))
+        nothing, not_failing = stale_expectations(gate.expectations, records)
+        for e, what in [(e, "matches no check in this run") for e in nothing] + \
+                       [(e, "no longer fails (its checks pass or are skipped)") for e in not_failing]:
+            fields = ", ".join(f"{k}={v}" for k, v in e.patterns.items())
+            say((f"  {'error' if gate.strict else 'warning'}: {e.where}: the entry for {fields} {what}",
+                 {"red" if gate.strict else "yellow": True}))
+        gate.stale = nothing + not_failing
+    else:
+        xpassed = []
+    if gate.update:
+        entries, counts = updated_expectations(gate.expectations, records)
+        write_expectations(gate.expectations_path, entries)
+        say((f"updated {gate.expectations_path}: {len(entries)} entries ({counts['kept']} kept, "
+             f"{counts['dropped']} dropped as now passing, {counts['added']} added)", {}))
+    if gate.baseline is not None:
+        gate.comparison = results.compare(gate.baseline["results"], records, _scope(run, config))
+        say((f"baseline {gate.baseline_path}: {gate.comparison.summary()}", {"bold": True}))
+        for old, new in gate.comparison.newly_failing:
+            tag = "expected" if new.expected else "REGRESSION"
+            was = f"{old.outcome} -> {new.outcome}" if old else f"{new.outcome} (not in the baseline)"
+            say((f"  {tag}: {new.describe()}: {was}: {first_line(new.message)}",
+                 {"red": tag == "REGRESSION", "yellow": tag != "REGRESSION"}))
+        for old, new in gate.comparison.newly_skipped:
+            say((f"  REGRESSION: {new.describe()}: passed -> {new.outcome}: {first_line(new.message)}",
+                 {"red": True}))
+        for old in gate.comparison.disappeared:
+            say((f"  REGRESSION: {old.describe()}: {old.outcome} in the baseline, not run now", {"red": True}))
+        for old, new in gate.comparison.newly_passing:
+            say((f"  fixed: {new.describe()}: {old.outcome} -> passed", {"green": True}))
+    if gate.html_path:
+        def write_report(records=records):  # after the results file, which a failing report never costs
+            from ..report import write_html
+            doc = results.document(records, _environment(run))
+            write_html(gate.html_path, doc, baseline=gate.baseline, comparison=gate.comparison,
+                       baseline_name=gate.baseline_path)
+            say((f"conformance html: {os.path.abspath(gate.html_path)}", {}))
+        run.reports.append(("--conformance-html", gate.html_path, write_report))
+
+    # a --changed-since run that selected nothing collects nothing (pytest's 5); it is still gated:
+    # against the baseline (a removed binding), and its summary says why nothing was selected
+    nothing_selected = (selection is not None and not run.targets
+                        and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED)
+    if session.exitstatus in (EXIT_OK, EXIT_FAILED) or nothing_selected:
+        session.exitstatus = _verdict(gate, records, xpassed, say)
+        if nothing_selected and session.exitstatus == EXIT_OK:
+            say(("gate: no layer to check: exit 0 (the lines above say why no changed file selects a binding)",
+                 {"green": True}))
+
+
+def _verdict(gate, records, xpassed, say) -> int:
+    """0 or 1 from the records: pytest's own count cannot see expectations applied after the fact
+    (a check whose worker crashed) nor a baseline."""
+    other = gate.failed_nodeids - {r.nodeid for r in records}   # the user's own tests, if any
+    strict = (xpassed + gate.stale) if gate.strict else []
+    if gate.strict and gate.stale:
+        n = len(gate.stale)
+        say((f"--strict-expectations: {n} stale expectations entr{'y' if n == 1 else 'ies'}: remove or "
+             f"narrow {'it' if n == 1 else 'them'} (exit 1)", {"red": True}))
+    if gate.baseline is not None:
+        failing = gate.comparison.regressions
+        if failing:
+            say((f"gate: {len(failing)} regression(s) against the baseline (exit 1)", {"red": True}))
+        elif any(r.failing for r in records):
+            say(("gate: no regressions against the baseline (what fails was failing before, or is expected)",
+                 {"green": True}))
+    else:
+        failing = [r for r in records if r.failing and not r.expected]
+    return EXIT_FAILED if (failing or other or strict) else EXIT_OK
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    gate = config.stash.get(_GATE_KEY, None)
+    if gate is None or not gate.lines:
+        return
+    terminalreporter.section("conformance gate")
+    for text, markup in gate.lines:
+        terminalreporter.write_line(text, **markup)

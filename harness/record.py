@@ -1,0 +1,107 @@
+"""The result record: what one check on one target came to. The one type the runner, the plugin,
+the gate, the reports and the results file share.
+
+A leaf module (it imports nothing else from the harness), so anything may import it without cycles.
+The results file (``harness.results``) stores records in their JSON form (``to_json``/``from_json``).
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+# the identity of a record: two records with the same key are about the same check on the same target
+KEY = ("contract", "impl", "framework", "device", "check")
+# what a check can come to; blocked: not judged, because of a mistake another check names (`blocked_by`)
+OUTCOMES = ("passed", "failed", "blocked", "skipped", "error")
+FAILING = ("failed", "error")
+# what the views show: an outcome, or n/a (skipped as not applicable), xfail/xpass (an expectations entry)
+STATUSES = ("error", "failed", "xpass", "xfail", "blocked", "passed", "skipped", "n/a")
+
+
+@dataclass
+class Record:
+    contract: str
+    impl: str
+    framework: str
+    device: str
+    check: str
+    outcome: str
+    message: str = ""
+    nodeid: str = ""
+    details: dict | None = None      # what the check measured (largest error, tolerances, notes)
+    blocked_by: str = ""             # outcome blocked: the check that names the mistake
+    not_applicable: bool = False     # skipped because the contract or the framework has no such check
+    unavailable: bool = False        # skipped because the device is not present here
+    usage_error: bool = False        # the binding does not fit its layer (the run exits 4)
+    not_run: bool = False            # planned, never reported (an interrupted run)
+    duration: float | None = None    # seconds of wall time, loading the layer included
+    expected: bool = False           # a failure an expectations entry covers (harness.gate)
+    unexpectedly_passed: bool = False
+    expectation: dict | None = None  # the covering entry: reason, link, where
+    extra: dict = field(default_factory=dict)   # fields this version does not know, kept on a round trip
+
+    def key(self) -> tuple:
+        return tuple(str(getattr(self, k)) for k in KEY)
+
+    def status(self) -> str:
+        """The verdict as every view shows it: an expectations entry turns failed into xfail and passed
+        into xpass; a check skipped as not applicable is n/a. A check that was not run is an error."""
+        if self.expected:
+            return "xfail"
+        if self.unexpectedly_passed:
+            return "xpass"
+        if self.outcome == "skipped" and self.not_applicable:
+            return "n/a"
+        return self.outcome
+
+    @property
+    def failing(self) -> bool:
+        return self.outcome in FAILING
+
+    def describe(self) -> str:
+        return f"{self.contract} {self.impl} [{self.framework}-{self.device}] {self.check}"
+
+    def to_json(self) -> dict:
+        """The JSON form: identity, outcome and message always; the other fields only when set
+        (a file written before a field existed reads back the same)."""
+        out: dict = {}
+        for f in dataclasses.fields(self):
+            if f.name == "extra":
+                continue
+            value = getattr(self, f.name)
+            if f.name in _ALWAYS or value != f.default:
+                out[f.name] = value
+        out.update(self.extra)
+        return out
+
+    @classmethod
+    def from_json(cls, obj: dict) -> "Record":
+        """A record from its JSON form; ValueError says which field is missing or malformed."""
+        if not isinstance(obj, dict):
+            raise ValueError(f"a record is a mapping, not {type(obj).__name__}")
+        missing = [k for k in KEY + ("outcome",) if k not in obj]
+        if missing:
+            raise ValueError(f"record without {', '.join(missing)}")
+        bad = [k for k in KEY + ("outcome",) if not isinstance(obj[k], str)]
+        if bad:
+            raise ValueError(f"record field {bad[0]} is {obj[bad[0]]!r}, not a string")
+        if obj["outcome"] not in OUTCOMES:
+            raise ValueError(f"record outcome {obj['outcome']!r} is not one of {', '.join(OUTCOMES)}")
+        known = {f.name for f in dataclasses.fields(cls)} - {"extra"}
+        rec = cls(**{k: v for k, v in obj.items() if k in known})
+        rec.extra = {k: v for k, v in obj.items() if k not in known}
+        if rec.message is None:
+            rec.message = ""
+        return rec
+
+    @classmethod
+    def coerce(cls, rec) -> "Record":
+        """A record, or its JSON form (a results document's ``results`` entries)."""
+        return rec if isinstance(rec, cls) else cls.from_json(rec)
+
+
+_ALWAYS = set(KEY) | {"outcome", "message"}
+
+
+def as_records(items) -> list[Record]:
+    return [Record.coerce(r) for r in items]
