@@ -5,8 +5,6 @@ import zlib
 
 import numpy as np
 
-DEFAULT_SEED = 0
-
 
 def rng_for(seed: int, *names: str) -> np.random.Generator:
     # One stream per (seed, contract, case, input): adding a case never changes another's data.

@@ -196,6 +196,10 @@ class ConformanceRun:
             raise pytest.UsageError(str(exc)) from None
         except ContractError as exc:
             pytest.exit(str(exc), returncode=EXIT_CONTRACT_ERROR)
+        if not (_is_worker(config) or config.getoption("numprocesses", None) or config.option.collectonly):
+            # this process runs every check: its executors start now on a background thread, in the order the
+            # targets need them, so that a framework's import overlaps validation, collection and earlier checks
+            self.session.prestart(dict.fromkeys(t.framework for t in self.targets))
         self.by_path: dict[str, list] = {}
         for t in self.targets:
             self.by_path.setdefault(str(Path(t.contract_path).resolve()), []).append(t)
@@ -489,11 +493,6 @@ def pytest_collection_finish(session):
     run = session.config.stash.get(_RUN_KEY, None)
     if run and run.active and not _is_worker(session.config) and session.items:
         _plan(run, [item.nodeid for item in session.items if isinstance(item, ConformanceItem)])
-        if not session.config.option.collectonly:
-            # this process runs every item: its executors start now, in the order the items need them,
-            # on a background thread (a framework's import then overlaps collection and earlier checks)
-            order = [i.parent.target.framework for i in session.items if isinstance(i, ConformanceItem)]
-            run.session.prestart(dict.fromkeys(order))
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -30,6 +30,17 @@ def type_name(obj) -> str:
     return getattr(obj, "remote_type", None) or type(obj).__name__
 
 
+class CheckBlocked(Exception):
+    """The check could not judge the layer because of a mistake another check names."""
+
+    def __init__(self, by: str, reason: str, symptom: str = ""):
+        super().__init__(f"not run: blocked by {by} ({reason})")
+        self.message = f"not run: blocked by {by} ({reason})"
+        self.by = by
+        self.reason = reason
+        self.symptom = symptom
+
+
 @dataclass
 class CheckContext:
     """Everything a check needs about one (contract, implementation, framework, device)."""

@@ -12,18 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import CheckFailed, CheckSkipped
-
-
-class CheckBlocked(Exception):
-    """The check could not judge the layer because of a mistake another check names."""
-
-    def __init__(self, by: str, reason: str, symptom: str = ""):
-        super().__init__(f"not run: blocked by {by} ({reason})")
-        self.message = f"not run: blocked by {by} ({reason})"
-        self.by = by
-        self.reason = reason
-        self.symptom = symptom
+from .base import CheckBlocked, CheckFailed, CheckSkipped
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import inputs as inputs_mod
-from .base import CheckFailed, CheckSkipped
+from .base import CheckBlocked, CheckFailed, CheckSkipped
 from .common import untracked_for
 from .mistakes import hint
 
@@ -93,7 +93,6 @@ def check_parameters(ctx):
     if problems:
         raise CheckFailed("; ".join(problems))
     if theirs:
-        from .blame import CheckBlocked
         raise CheckBlocked("buffers", "; ".join(theirs))
 
 
