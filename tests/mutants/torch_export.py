@@ -86,9 +86,9 @@ MUTANTS = [
            "state_dict: case 'random': loaded in a fresh process, the layer is not bit-equal",
            also=('properties', 'serialization', 'values'), blocked=('native',)),
     Mutant("torch", "rmsnorm", "tests.mutants.torch_export:NaNGuard", "export",
-           "Python control flow on tensor values"),
+           "Python control flow on tensor values", also=('devices',)),
     Mutant("torch", "rmsnorm", "tests.mutants.torch_export:KeysRenamedOnSave", "export",
-           "does not take the saved state"),
+           "does not take the saved state", also=('serialization', 'strict_loading')),
     Mutant("torch", "rmsnorm", "tests.mutants.torch_export:EpsOnTheClass", "export",
            "a class attribute changed at run time"),
 ]
