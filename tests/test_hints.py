@@ -19,7 +19,8 @@ T, TF, J, MX = "tests.mutants.torch_mutants", "tests.mutants.tensorflow_mutants"
     "tests.mutants.mxnet_mutants"
 TC, TFC, JC, MXC = (f"tests.mutants.{fw}_contracts" for fw in ("torch", "tensorflow", "jax", "mxnet"))
 NT, NJ, NMX = "tests.near_misses.torch_hints", "tests.near_misses.jax_hints", "tests.near_misses.mxnet_hints"
-REF = "reference_impls.{fw}.{contract}:{attr}"
+TCO, MXCO = "tests.mutants.torch_compiled", "tests.mutants.mxnet_compiled"
+TE, TFE, JE = "tests.mutants.torch_export", "tests.mutants.tensorflow_export", "tests.mutants.jax_export"
 
 # hint id, framework, contract, the check that prints it, the mutant, the near miss
 CASES = [
@@ -76,27 +77,26 @@ CASES = [
     ("export_save:jax.export", "jax", "log1pexp", "export", "tests.mutants.jax_export:log1pexp_numpy_backward",
      "reference_impls.jax.log1pexp:log1pexp"),
     ("centered_median", "torch", "centered", "values", f"{TC}:CenteredMedian", "reference_impls.torch.centered:CenteredLayer"),
+    ("compiled_backward_unused", "torch", "round_ste", "compiled", f"{TCO}:round_ste_eager_only",
+     f"{TCO}:round_ste_annealed"),
+    ("compiled_frozen_state", "mxnet", "dropout", "compiled", f"{MXCO}:DropoutPythonFlag", f"{MXCO}:DropoutOp"),
+    ("export_save:torch.export", "torch", "rmsnorm", "export", f"{TE}:NaNGuard", f"{TE}:LambdaAttribute"),
+    ("export_save:keras", "tensorflow", "rmsnorm", "export", f"{TFE}:rmsnorm_initializer_object", f"{TFE}:NoKwargs"),
+    ("export_save:savedmodel", "tensorflow", "rmsnorm", "export", f"{TFE}:NumpyNaNGuard",
+     f"{TFE}:rmsnorm_initializer_object"),
+    ("export_save:nnx", "jax", "rmsnorm", "export", f"{JE}:LambdaAttribute", f"{JE}:EpsAsGlobal"),
+    ("export_save:gluon.export", "mxnet", "rmsnorm", "export", f"{MXCO}:RMSNormAsnumpy", f"{MXCO}:RMSNormHybrid"),
+    ("export_load:state_dict", "torch", "rmsnorm", "export", f"{TE}:KeysRenamedOnSave",
+     f"{TE}:RandomNonPersistentBuffer"),
+    ("export_load:keras", "tensorflow", "rmsnorm", "export", f"{TFE}:BuildChecksTuple", f"{TFE}:NoKwargs"),
+    ("export_value:torch.save", "torch", "rmsnorm", "export", f"{TE}:EpsOnTheClass", f"{TE}:RandomNonPersistentBuffer"),
+    ("export_value:keras", "tensorflow", "rmsnorm", "export", f"{TFE}:ConfigWithoutEps", f"{TFE}:ConfigWithoutArguments"),
+    ("export_value:nnx", "jax", "rmsnorm", "export", f"{JE}:EpsAsGlobal", f"{JE}:LambdaAttribute"),
+    ("keras_build", "tensorflow", "rmsnorm_bias", "export", f"{TFE}:ConfigWithoutBias",
+     "reference_impls.tensorflow.rmsnorm_bias:RMSNorm"),
+    ("keras_config", "tensorflow", "rmsnorm", "export", f"{TFE}:ConfigWithoutKeywordOnly",
+     f"{TFE}:ConfigWithoutArguments"),
 ]
-# hints whose mutant is still to be written, with what it needs: each is reported as an expected failure
-# (strict: once it has its rows, it must leave this list)
-PENDING: dict = {
-    "compiled_backward_unused": "a layer whose custom backward the compiler drops (zero gradient compiled only)",
-    "compiled_frozen_state": "a layer reading a Python global that changes between calls, with no side effect",
-    "export_save:torch.export": "a forward with Python control flow on tensor values",
-    "export_save:keras": "a constructor argument that is not a plain value, with no get_config",
-    "export_save:savedmodel": "a call() with a numpy call on a tensor",
-    "export_save:nnx": "a module holding an unpicklable static attribute (a lambda)",
-    "export_save:gluon.export": "a HybridBlock calling .asnumpy() in hybrid_forward",
-    "export_load:torch.save": "a module class defined inside a function",
-    "export_load:state_dict": "a constructor that builds other state than the saved one",
-    "export_load:keras": "a load error none of the keras_* hints recognizes",
-    "export_load:nnx": "a module class defined inside a function",
-    "export_value:torch.save": "an output that reads a class attribute changed at run time",
-    "export_value:keras": "an attribute set after construction that the output reads",
-    "export_value:nnx": "an output that reads a module-level global changed at run time",
-    "keras_build": "a weight created lazily in call()",
-    "keras_config": "a load error that names get_config",
-}
 
 
 def _ids(case):
@@ -122,24 +122,15 @@ def _message(session, framework, contract, check, impl) -> str:
     return run_check(ctx, check)
 
 
-@pytest.mark.parametrize("hint_id", sorted(PENDING))
-@pytest.mark.xfail(strict=True, reason="no mutant and near miss for this hint yet")
-def test_pending_hint_has_rows(hint_id):
-    assert hint_id in {h for h, *_ in CASES}, PENDING[hint_id]
-
-
 def test_every_hint_has_a_mutant_and_a_near_miss():
     """A new hint (or a framework's own words for one) without its two rows fails here."""
     covered = {(h, fw) for h, fw, *_ in CASES}
     for hint_id, h in HINTS.items():
-        if hint_id in PENDING:
-            continue
         frameworks = set(h.by_framework) or {fw for i, fw in covered if i == hint_id} or {"(any)"}
         missing = {fw for fw in frameworks if (hint_id, fw) not in covered}
         assert not missing, f"hint {hint_id!r} has no mutant/near-miss row for {sorted(missing)}"
     unknown = {h for h, *_ in CASES} - set(HINTS)
     assert not unknown, f"rows for hints the registry does not have: {sorted(unknown)}"
-    assert not set(PENDING) - set(HINTS)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[_ids(c) for c in CASES])

@@ -125,7 +125,8 @@ HINTS: dict[str, Hint] = {h.id: h for h in (
     Hint("compiled_frozen_state", ("compiled",),
          "a value differs under the compiler, the eager layer repeats itself, and the gradient is not zero",
          text=" The value differs under {compiler}: the layer reads Python state (a global, an attribute, a "
-              "flag) that the compiler froze at trace time, or has a Python side effect."),
+              "flag such as the training mode) that the compiler froze at trace time, or has a Python side "
+              "effect."),
     Hint("compiled_reads_value", ("compiled",),
          "the layer raises under the compiler with the framework's error for a value read while tracing",
          text=" The layer reads a tensor's value in Python (bool(), float(), .item(), .numpy(), asnumpy()) to "
@@ -135,27 +136,30 @@ HINTS: dict[str, Hint] = {h.id: h for h in (
     *(Hint(f"export_save:{fmt}", ("export",), f"saving as {fmt} raised", text=text) for fmt, text in (
         ("torch.export", "torch.export traces forward with example inputs: Python control flow on tensor values, "
                          "numpy calls or .item() in forward cannot be exported"),
-        ("torch.save", "torch.save of a whole module pickles every attribute: a lambda, a local function or an "
-                       "open handle held by the module cannot be saved"),
+        ("torch.save", "torch.save of a whole module pickles every attribute, and its class by module path: a "
+                       "lambda, a local function or an open handle held by the module, or a class not defined at "
+                       "a module's top level, cannot be saved"),
         ("keras", "a .keras file stores get_config(): get_config() must return every constructor argument "
                   "(Keras writes one automatically only when every argument is a plain value)"),
         ("savedmodel", "tf.saved_model.save traces the layer into a graph: Python side effects and numpy calls "
                        "inside call() do not trace"),
         ("jax.export", "jax.export serializes traced JAX code only: a host callback (jax.pure_callback, "
                        "jax.debug.callback, numpy inside the layer through a callback) cannot be exported"),
-        ("nnx", "nnx.split pickles the graph definition: every static attribute of the module must pickle"),
+        ("nnx", "the nnx format pickles nnx.split's graph definition: every static attribute of the module (not "
+                "a lambda, a local function, an open handle) and its class (defined at a module's top level) "
+                "must pickle"),
         ("gluon.export", "HybridBlock.export needs a graph: hybrid_forward must use F.* operators only (no "
                          "NDArray attributes, .asnumpy() or Python branching on values), and constants held as "
                          "self.params.get_constant"),
     )),
+    # no export_load hint for torch.save or nnx: pickle refuses, when saving, a class it could not find again
+    # by module path, and the fresh process imports the implementation's module, so a class that saved loads
     *(Hint(f"export_load:{fmt}", ("export",), f"loading the {fmt} save in a fresh process raised (for keras: "
            f"an error none of the keras_* hints recognizes)", text=text) for fmt, text in (
-        ("torch.save", "loading a pickled module imports its class by module path: the class must be importable "
-                       "at module level"),
         ("state_dict", "the fresh instance built from the constructor arguments does not take the saved state"),
-        ("keras", "Keras rebuilds the layer as cls.from_config(get_config()), then build_from_config() creates "
-                  "its weights before they load"),
-        ("nnx", "nnx.merge rebuilds the module from the pickled graph definition: its class must be importable"),
+        ("keras", "Keras rebuilds the layer as cls.from_config(get_config()), then build_from_config() calls "
+                  "build() with the input shape saved in the file's JSON (a list, not a tuple) to create its "
+                  "weights before they load"),
     )),
     *(Hint(f"export_value:{fmt}", ("export",), f"the layer loaded from {fmt} in a fresh process is not "
            f"bit-equal to the original", text=text) for fmt, text in (
@@ -163,8 +167,9 @@ HINTS: dict[str, Hint] = {h.id: h for h in (
                        "attribute changed after construction, a buffer registered with persistent=False)"),
         ("torch.save", "the output depends on something outside the module's pickled state (a global, a "
                        "class attribute changed at run time)"),
-        ("keras", "the output depends on something neither get_config() nor the weights hold (an attribute set "
-                  "after construction, a weight not created in build())"),
+        ("keras", "the output depends on something neither get_config() nor the weights hold (a constructor "
+                  "argument left out of get_config(), which from_config then leaves at its default; an "
+                  "attribute set after construction)"),
         ("nnx", "the output depends on something outside the module's state and graph definition"),
     )),
     # the classic Keras mistakes, told apart by what from_config or loading raised (``key`` in its text)
@@ -174,12 +179,15 @@ HINTS: dict[str, Hint] = {h.id: h for h in (
     Hint("keras_config_args", ("export",), "loading the .keras file raised 'required positional argument'",
          text="get_config() must return every constructor argument (an overridden get_config replaces Keras's "
               "automatic one: start from super().get_config() and add them)"),
+    # Keras 3 refuses new state in call(), so a different weight count comes from how the layer is rebuilt
     Hint("keras_build", ("export",), "loading the .keras file raised about 'variables'",
-         text="a weight or sublayer created outside build() (lazily, in call()) does not exist when the weights "
-              "load: create it in build(), or implement build_from_config"),
+         text="the layer rebuilt by from_config(get_config()) and build() does not create the weights the file "
+              "holds: every constructor argument that decides which weights exist must be in get_config()"),
+    # Keras wraps any error of from_config in a TypeError that names get_config
     Hint("keras_config", ("export",), "loading the .keras file raised about 'get_config'",
-         text="get_config() must return every constructor argument (Keras writes one automatically only when "
-              "every argument is a plain value)"),
+         text="from_config passes get_config()'s entries to __init__ by keyword: get_config() must return every "
+              "constructor argument under its own name (an overridden get_config replaces Keras's automatic "
+              "one: start from super().get_config() and add them)"),
 )}
 
 

@@ -3,6 +3,7 @@ one that passes it (tests/test_compiled.py)."""
 from harness.adapters.mxnet_shim import apply
 
 apply()  # before importing mxnet: it needs numpy's removed aliases
+from mxnet import autograd  # noqa: E402
 from mxnet.gluon import nn  # noqa: E402
 
 from tests.mutants.catalogue import Mutant  # noqa: E402
@@ -28,8 +29,33 @@ class RMSNormAsnumpy(RMSNormHybrid):
         return F.broadcast_mul(F.broadcast_div(X, F.sqrt(ms + eps)), gain)
 
 
+
+class DropoutPythonFlag(nn.HybridBlock):
+    """Dropout that branches in Python on autograd.is_training(): eagerly the flag is read on every call,
+    hybridized the branch taken when the graph was built (in training) is kept for every later call."""
+    def __init__(self, p=0.5, **kwargs):
+        super().__init__(**kwargs)
+        self.p = p
+
+    def hybrid_forward(self, F, X):
+        if autograd.is_training() and self.p > 0:
+            return F.Dropout(X, p=self.p, mode="always")
+        return F.identity(X)
+
+
+class DropoutOp(nn.HybridBlock):
+    """Dropout through F.Dropout, whose mode the operator reads when it runs: right hybridized too."""
+    def __init__(self, p=0.5, **kwargs):
+        super().__init__(**kwargs)
+        self.p = p
+
+    def hybrid_forward(self, F, X):
+        return F.Dropout(X, p=self.p)
+
+
 M = "tests.mutants.mxnet_compiled"
 MUTANTS = [
     Mutant("mxnet", "rmsnorm", f"{M}:RMSNormAsnumpy", "compiled", "reads a tensor's value in Python",
-           also=('values',), blocked=('gradients',)),
+           also=('values', 'export'), blocked=('gradients',)),
+    Mutant("mxnet", "dropout", f"{M}:DropoutPythonFlag", "compiled", "a flag such as the training mode"),
 ]

@@ -1,5 +1,6 @@
 """Keras layers that run but do not come back from a .keras file (the export check)."""
 import keras
+import numpy as np
 import tensorflow as tf
 
 from tests.mutants.catalogue import Mutant
@@ -32,9 +33,120 @@ class ConfigWithoutArguments(keras.layers.Layer):
         return self.gain * X * tf.math.rsqrt(tf.reduce_mean(X ** 2, axis=-1, keepdims=True) + self.eps)
 
 
+def _rms(X, eps):
+    return X * tf.math.rsqrt(tf.reduce_mean(X ** 2, axis=-1, keepdims=True) + eps)
+
+
+class NumpyNaNGuard(keras.layers.Layer):
+    """Refuses NaN inputs with a numpy test in call(): right eagerly, but tf.saved_model.save traces call()
+    into a graph, where a tensor has no value to hand numpy."""
+    def __init__(self, d, eps=1e-6, **kwargs):
+        super().__init__(**kwargs)
+        self.d, self.eps = d, eps
+        self.gain = self.add_weight(name="gain", shape=[d], initializer="ones")
+
+    def call(self, X):
+        if np.isnan(X).any():
+            raise ValueError("RMSNorm got NaN inputs")
+        return self.gain * _rms(X, self.eps)
+
+
+class ConfigWithoutEps(keras.layers.Layer):
+    """get_config() written out by hand, forgetting eps: from_config builds the layer with eps's default."""
+    def __init__(self, d, eps=1e-5, **kwargs):
+        super().__init__(**kwargs)
+        self.d, self.eps = d, eps
+        self.gain = self.add_weight(name="gain", shape=[d], initializer="ones")
+
+    def get_config(self):
+        return {**super().get_config(), "d": self.d}
+
+    def call(self, X):
+        return self.gain * _rms(X, self.eps)
+
+
+class ConfigWithoutKeywordOnly(keras.layers.Layer):
+    """Keyword-only arguments and a get_config() that forgets d: from_config cannot call __init__."""
+    def __init__(self, *, d, eps=1e-6, **kwargs):
+        super().__init__(**kwargs)
+        self.d, self.eps = d, eps
+        self.gain = self.add_weight(name="gain", shape=[d], initializer="ones")
+
+    def get_config(self):
+        return {**super().get_config(), "eps": self.eps}
+
+    def call(self, X):
+        return self.gain * _rms(X, self.eps)
+
+
+class ConfigWithoutBias(keras.layers.Layer):
+    """get_config() written out by hand, forgetting the flag that decides whether a bias weight exists: the
+    layer rebuilt from it has one weight, the file holds two."""
+    def __init__(self, eps=1e-6, bias=False, **kwargs):
+        super().__init__(**kwargs)
+        self.eps, self.use_bias = eps, bias
+
+    def build(self, X_shape):
+        self.gain = self.add_weight(name="gain", shape=[X_shape[-1]], initializer="ones")
+        self.bias = self.add_weight(name="bias", shape=[X_shape[-1]], initializer="zeros") \
+            if self.use_bias else None
+
+    def get_config(self):
+        return {**super().get_config(), "eps": self.eps}
+
+    def call(self, X):
+        Y = self.gain * _rms(X, self.eps)
+        return Y if self.bias is None else Y + self.bias
+
+
+class BuildChecksTuple(keras.layers.Layer):
+    """build() checks the input shape against a tuple: eagerly Keras passes a tuple, but a loaded layer is
+    built from the shape saved in the file's JSON, a list, and refuses it."""
+    def __init__(self, d, eps=1e-6, **kwargs):
+        super().__init__(**kwargs)
+        self.d, self.eps = d, eps
+
+    def build(self, X_shape):
+        if X_shape[-1:] != (self.d,):
+            raise ValueError(f"{type(self).__name__} expects inputs of last dimension {self.d}, got {X_shape}")
+        self.gain = self.add_weight(name="gain", shape=[self.d], initializer="ones")
+
+    def call(self, X):
+        return self.gain * _rms(X, self.eps)
+
+
+class RMSNormWithInitializer(keras.layers.Layer):
+    """Takes the gain's initializer as an argument and does not override get_config."""
+    def __init__(self, d, eps=1e-6, gain_initializer="ones", **kwargs):
+        super().__init__(**kwargs)
+        self.d, self.eps = d, eps
+        self.gain = self.add_weight(name="gain", shape=[d], initializer=gain_initializer)
+
+    def call(self, X):
+        return self.gain * _rms(X, self.eps)
+
+
+def rmsnorm_initializer_object(d, eps=1e-6):
+    """A factory that hands the layer an initializer object, not a plain value: Keras writes no automatic
+    get_config() for it, so the layer cannot be saved as .keras."""
+    return RMSNormWithInitializer(d, eps, gain_initializer=keras.initializers.Ones())
+
+
 MUTANTS = [
     Mutant("tensorflow", "rmsnorm", "tests.mutants.tensorflow_export:NoKwargs", "export",
            "__init__ must accept **kwargs"),
     Mutant("tensorflow", "rmsnorm", "tests.mutants.tensorflow_export:ConfigWithoutArguments", "export",
            "get_config() must return every constructor argument"),
+    Mutant("tensorflow", "rmsnorm", "tests.mutants.tensorflow_export:NumpyNaNGuard", "export",
+           "numpy calls inside call() do not trace"),
+    Mutant("tensorflow", "rmsnorm", "tests.mutants.tensorflow_export:ConfigWithoutEps", "export",
+           "a constructor argument left out of get_config()"),
+    Mutant("tensorflow", "rmsnorm", "tests.mutants.tensorflow_export:BuildChecksTuple", "export",
+           "with the input shape saved in the file's JSON"),
+    Mutant("tensorflow", "rmsnorm", "tests.mutants.tensorflow_export:ConfigWithoutKeywordOnly", "export",
+           "under its own name"),
+    Mutant("tensorflow", "rmsnorm", "tests.mutants.tensorflow_export:rmsnorm_initializer_object", "export",
+           "Keras writes one automatically only when every argument is a plain value"),
+    Mutant("tensorflow", "rmsnorm_bias", "tests.mutants.tensorflow_export:ConfigWithoutBias", "export",
+           "every constructor argument that decides which weights exist"),
 ]

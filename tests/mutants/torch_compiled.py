@@ -27,8 +27,29 @@ def round_ste_annealed(w):
     return _RoundScheduled.apply(w)
 
 
+class _RoundSTE(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, w):
+        return torch.round(w)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g  # straight through
+
+
+def round_ste_eager_only(w):
+    """The custom Function in eager mode and a plain-op fallback under torch.compile (the pattern of layers
+    whose eager path is a kernel the compiler cannot trace), where the fallback forgets the straight-through
+    rule: compiled, the gradient is round's, zero everywhere."""
+    if torch.compiler.is_compiling():
+        return torch.round(w)
+    return _RoundSTE.apply(w)
+
+
 M = "tests.mutants.torch_compiled"
 MUTANTS = [
     Mutant("torch", "round_ste", f"{M}:round_ste_annealed", "compiled",
            "recompiled on a second call with identical inputs", also=('gradients',)),
+    Mutant("torch", "round_ste", f"{M}:round_ste_eager_only", "compiled", "the custom backward is not used"),
 ]
+

@@ -33,10 +33,62 @@ class RandomNonPersistentBuffer(nn.Module):
         return self.gain * _rms(X, self.eps) + self.offset
 
 
+class NaNGuard(nn.Module):
+    """Refuses NaN inputs with a Python `if` on a tensor's value: right eagerly, but torch.export traces with
+    symbolic values and cannot decide the branch."""
+    def __init__(self, d, eps=1e-6):
+        super().__init__()
+        self.gain = nn.Parameter(torch.ones(d))
+        self.eps = eps
+
+    def forward(self, X):
+        if torch.isnan(X).any():
+            raise ValueError("RMSNorm got NaN inputs")
+        return self.gain * _rms(X, self.eps)
+
+
+class KeysRenamedOnSave(nn.Module):
+    """Saves its gain under the name other checkpoints use ('weight') through a state_dict hook, with no
+    matching load hook: a fresh instance, whose slot is 'gain', refuses its own checkpoint."""
+    def __init__(self, d, eps=1e-6):
+        super().__init__()
+        self.gain = nn.Parameter(torch.ones(d))
+        self.eps = eps
+        self.register_state_dict_post_hook(_gain_as_weight)
+
+    def forward(self, X):
+        return self.gain * _rms(X, self.eps)
+
+
+def _gain_as_weight(module, state_dict, prefix, local_metadata):
+    state_dict[prefix + "weight"] = state_dict.pop(prefix + "gain")
+
+
+class EpsOnTheClass(nn.Module):
+    """Keeps eps on the class (`type(self).eps = eps`), a setting shared by every instance: the pickle of an
+    instance does not hold it, so a process that loads the pickle without constructing one has the class's
+    default."""
+    eps = 1e-5
+
+    def __init__(self, d, eps=1e-6):
+        super().__init__()
+        self.gain = nn.Parameter(torch.ones(d))
+        type(self).eps = eps
+
+    def forward(self, X):
+        return self.gain * _rms(X, self.eps)
+
+
 MUTANTS = [
     Mutant("torch", "rmsnorm", "tests.mutants.torch_export:LambdaAttribute", "export",
            "torch.save of a whole module pickles every attribute"),
     Mutant("torch", "rmsnorm", "tests.mutants.torch_export:RandomNonPersistentBuffer", "export",
            "state_dict: case 'random': loaded in a fresh process, the layer is not bit-equal",
            also=('properties', 'serialization', 'values'), blocked=('native',)),
+    Mutant("torch", "rmsnorm", "tests.mutants.torch_export:NaNGuard", "export",
+           "Python control flow on tensor values", also=('devices',)),
+    Mutant("torch", "rmsnorm", "tests.mutants.torch_export:KeysRenamedOnSave", "export",
+           "does not take the saved state", also=('serialization', 'strict_loading')),
+    Mutant("torch", "rmsnorm", "tests.mutants.torch_export:EpsOnTheClass", "export",
+           "a class attribute changed at run time"),
 ]
