@@ -16,6 +16,7 @@ from .modes import check_modes
 from .properties import check_properties
 from .compiled import check_compiled
 from .export import check_export
+from .mixed_precision import check_mixed_precision
 
 CHECKS = {
     "parameters": check_parameters,
@@ -34,6 +35,7 @@ CHECKS = {
     "second_order": check_second_order,
     "compiled": check_compiled,
     "export": check_export,
+    "mixed_precision": check_mixed_precision,
 }
 
 # Checks a run includes only when asked (--check ID): what they cost the bundled matrix is still far
