@@ -87,6 +87,9 @@ def check_mixed_precision(ctx):
         try:
             if policy.get("isolated"):
                 # the mechanism changes its process for good (MXNet's amp.init): a process of its own
+                if ctx.impl_spec is None:
+                    details["policies"][name] = "not run: the implementation has no module:attr for a fresh process"
+                    continue
                 with ctx.fresh_adapter() as fresh:
                     got = fresh.mixed_precision_run(ctx.impl_spec, ctx.constructor_args() if layer is not None
                                                     else None, inputs, name, assign, cotangent, wrt)
