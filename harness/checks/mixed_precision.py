@@ -126,14 +126,14 @@ def _judge(ctx, policy, got, want, declared, names) -> list[str]:
            if _floating(d) and d != declared.get(n, keep) and declared.get(n, keep) == keep]
     if low:
         found.append(f"variable(s) {', '.join(low)}, not {keep}: the layer creates or stores its weights in "
-                     f"the compute dtype, so the optimizer updates 16-bit weights. "
-                     f"{hint('mixed_variables_low', fw)}".rstrip())
+                     f"the compute dtype, so the optimizer updates 16-bit weights; "
+                     f"{hint('mixed_variables_low', fw)}".rstrip("; "))
     said = got.get("compute_dtype")
     if policy.get("states_compute") and said is not None and said != compute:
-        found.append(f"the layer's compute dtype is {said}, not {compute}: it did not take the policy. "
-                     f"{hint('mixed_policy_ignored', fw)}".rstrip())
+        found.append(f"the layer's compute dtype is {said}, not {compute}: it did not take the policy "
+                     f"(its output is {got['output_dtype']}); {hint('mixed_policy_ignored', fw)}".rstrip("; "))
     out_dtype = got["output_dtype"]
-    if policy.get("output") and out_dtype != policy["output"]:
+    if policy.get("output") and out_dtype != policy["output"] and not (said is not None and said != compute):
         found.append(f"the output is {out_dtype}, not the compute dtype {policy['output']}")
     out = np.asarray(got["output"])
     if out.shape != want.shape:
