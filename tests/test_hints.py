@@ -77,6 +77,20 @@ CASES = [
      "reference_impls.jax.log1pexp:log1pexp"),
     ("centered_median", "torch", "centered", "values", f"{TC}:CenteredMedian", "reference_impls.torch.centered:CenteredLayer"),
 ]
+
+# mixed precision (the opt-in mixed_precision check): variables kept in the compute dtype, a policy not taken
+CASES += [
+    ("mixed_variables_low", "torch", "rmsnorm", "mixed_precision", f"{TC}:RMSNormStoresBf16Gain",
+     "reference_impls.torch.rmsnorm:IMPL"),
+    ("mixed_variables_low", "tensorflow", "rmsnorm", "mixed_precision", f"{TFC}:RMSNormComputeDtypeWeights",
+     f"{TFC}:RMSNormDropsDtype"),
+    ("mixed_variables_low", "jax", "rmsnorm", "mixed_precision", f"{JC}:RMSNormParamsInDtype",
+     "tests.near_misses.jax_mixed:RMSNormMixed"),
+    ("mixed_variables_low", "mxnet", "rmsnorm", "mixed_precision", f"{MXC}:RMSNormCastsUnderAMP",
+     "reference_impls.mxnet.rmsnorm:IMPL"),
+    ("mixed_policy_ignored", "tensorflow", "rmsnorm", "mixed_precision", f"{TFC}:RMSNormDropsDtype",
+     f"{TFC}:RMSNormComputeDtypeWeights"),
+]
 # hints whose mutant is still to be written, with what it needs: each is reported as an expected failure
 # (strict: once it has its rows, it must leave this list)
 PENDING: dict = {
