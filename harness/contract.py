@@ -418,6 +418,7 @@ class Contract:
     # {allow_graph_breaks: reason, max_recompiles: N} or {not_applicable: reason}; {} when absent
     compiled = property(lambda self: dict(self.data.get("compiled") or {}))
     export = property(lambda self: dict(self.data.get("export") or {}))  # {formats: [...]} | {not_applicable: why}
+    mixed_precision = property(lambda self: dict(self.data.get("mixed_precision") or {}))  # {} | {not_applicable: why}
 
     @property
     def native_gradients(self) -> tuple[set[str], set[str]]:
@@ -914,6 +915,7 @@ SECTION_RULES = {
     "second_order": _rules_second_order,
     "compiled": _schema_only,
     "export": _schema_only,
+    "mixed_precision": _schema_only,
 }
 
 

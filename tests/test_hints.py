@@ -98,6 +98,20 @@ CASES = [
      f"{TFE}:ConfigWithoutArguments"),
 ]
 
+# mixed precision (the opt-in mixed_precision check): variables kept in the compute dtype, a policy not taken
+CASES += [
+    ("mixed_variables_low", "torch", "rmsnorm", "mixed_precision", f"{TC}:RMSNormStoresBf16Gain",
+     "reference_impls.torch.rmsnorm:IMPL"),
+    ("mixed_variables_low", "tensorflow", "rmsnorm", "mixed_precision", f"{TFC}:RMSNormComputeDtypeWeights",
+     f"{TFC}:RMSNormDropsDtype"),
+    ("mixed_variables_low", "jax", "rmsnorm", "mixed_precision", f"{JC}:RMSNormParamsInDtype",
+     "tests.near_misses.jax_mixed:RMSNormMixed"),
+    ("mixed_variables_low", "mxnet", "rmsnorm", "mixed_precision", f"{MXC}:RMSNormCastsUnderAMP",
+     "reference_impls.mxnet.rmsnorm:IMPL"),
+    ("mixed_policy_ignored", "tensorflow", "rmsnorm", "mixed_precision", f"{TFC}:RMSNormDropsDtype",
+     f"{TFC}:RMSNormComputeDtypeWeights"),
+]
+
 
 def _ids(case):
     return f"{case[0]}-{case[1]}"

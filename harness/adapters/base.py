@@ -246,6 +246,28 @@ class Adapter:
         """The layer in float64 for finite differences, or None where that is not possible."""
         return None
 
+    # -- mixed precision (the ``mixed_precision`` check) ------------------------------------------
+    def mixed_precision_policies(self, obj, function: bool = False) -> list[dict]:
+        """The framework's mixed-precision mechanisms for ``obj`` (the user's class or factory; a function
+        contract's function when ``function``), each plain data: {"policy": its name, in the framework's
+        words, "variables": the dtype variables must keep, "compute": the 16-bit dtype computed in,
+        "output": the dtype the output must have, or None where the mechanism does not fix it,
+        "states_compute": the layer reports its compute dtype (Keras ``compute_dtype``), "isolated": applying
+        it changes the process for good (run in a fresh one)}, or {"policy": name, "unsupported": why}.
+        Raises Unsupported when the framework has none for ``obj``."""
+        raise NotImplementedError
+
+    def mixed_precision_run(self, impl, constructor, inputs: list, policy: str, assign=None, cotangent=None,
+                            wrt=()) -> dict:
+        """``impl`` (a handle, or ``module:attr`` in a fresh process) constructed from ``constructor`` (None for a
+        function) under ``policy``, built, its state names in ``assign`` set, and called on ``inputs`` in
+        inference mode; with ``cotangent``, one backward pass for the inputs in ``wrt`` and every trainable
+        variable. Returns plain data: {"mechanism": how the policy was applied, in words, "variables": {name:
+        dtype} after the call, "compute_dtype": the layer's own statement or None, "output_dtype",
+        "output": numpy (16-bit floats widened to float32), "gradients": {trainable name: dtype or None},
+        "input_dtypes", "input_gradients": [dtype or None per input], "notes": [what else was seen]}."""
+        raise NotImplementedError
+
     # -- export: the framework's own whole-layer formats (the ``export`` check) -------------------
     def export_formats(self, obj) -> list[str]:
         """The framework's whole-layer save formats that can hold ``obj`` (a built layer, or a function

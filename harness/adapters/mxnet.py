@@ -23,7 +23,7 @@ _apply_shim()
 import mxnet as mx  # noqa: E402
 from mxnet import autograd, gluon  # noqa: E402
 
-from .base import Adapter, Unsupported  # noqa: E402
+from .base import Adapter, Unsupported, import_spec  # noqa: E402
 from .walk import walk_attributes  # noqa: E402
 
 # Bookkeeping attributes of every Block (registered state lives in them).
@@ -47,6 +47,12 @@ def _array(value, ctx=None, dtype=None):
     make = mx.np.array if mx.util.is_np_array() else mx.nd.array
     # both default to float32 whatever the source dtype: pass it explicitly
     return make(value, ctx=ctx or mx.cpu(0), dtype=dtype or value.dtype)
+
+
+def _amp_dtype(t) -> str:
+    """An array's dtype by name; MXNet's bfloat16 is a numpy structured type (('bfloat16', '<u2'))."""
+    dt = np.dtype(t.dtype)
+    return "bfloat16" if dt.names == ("bfloat16",) else dt.name
 
 
 def _function_backward_error(printed: str) -> str:
@@ -353,6 +359,62 @@ class FrameworkAdapter(Adapter):
         return layer64
 
     # -- export: whole-layer formats (the export check) ---------------------------------------
+    # -- mixed precision (the mixed_precision check) -------------------------------------------
+    # Gluon 1.x keeps float32 master weights only under AMP (mxnet.contrib.amp): amp.init() patches every
+    # operator of mx.nd/mx.sym for good to cast per operator, so each target dtype runs in a process of its own.
+    _AMP = {"amp.init(target_dtype='float16')": "float16", "amp.init(target_dtype='bfloat16')": "bfloat16"}
+
+    def mixed_precision_policies(self, obj, function=False):
+        return [{"policy": name, "variables": "float32", "compute": compute, "output": None, "isolated": True}
+                for name, compute in self._AMP.items()] + [
+            {"policy": "Block.cast('float16')", "unsupported": "it casts the parameters themselves (no float32 "
+             "master weights are kept): whole-model 16-bit, not mixed precision"},
+            {"policy": "a dtype policy (Keras-style)", "unsupported": "Gluon 1.x has none outside AMP"}]
+
+    def mixed_precision_run(self, impl, constructor, inputs, policy, assign=None, cotangent=None, wrt=()):
+        from mxnet.contrib import amp
+        target = self._AMP[policy]
+        amp.init(target_dtype=target)  # before the user's module is imported, as AMP's tutorial has it
+        if target == "bfloat16":
+            try:  # oneDNN runs bfloat16 only on CPUs with bfloat16 instructions (AVX512-BF16, AMX)
+                probe = gluon.nn.Dense(2, in_units=2)
+                probe.initialize()
+                probe(mx.nd.ones((1, 2))).astype("float32").asnumpy()
+            except mx.base.MXNetError as exc:
+                raise Unsupported(f"this CPU has no bfloat16 kernels for MXNet's oneDNN "
+                                  f"({str(exc).splitlines()[0][:120]})") from None
+        impl = import_spec(impl) if isinstance(impl, str) else impl
+        layer = self.construct(impl, constructor) if constructor is not None else None
+        if layer is not None:
+            self.build(layer, inputs)
+            for name, value in (assign or {}).items():
+                self.assign(layer, name, value)
+        fn = layer if layer is not None else self.as_callable(impl)
+        args = [_array(a) for a in inputs]
+        for i in wrt:
+            args[i].attach_grad()
+        params = self.trainable(layer) if layer is not None else {}
+        if layer is not None:
+            layer.collect_params().zero_grad()
+        with autograd.record(train_mode=False):
+            out = fn(*args)
+            if not isinstance(out, mx.nd.NDArray):
+                raise TypeError(f"the output is a {type(out).__name__}, not an MXNet array")
+            wide = out.astype("float32") if _amp_dtype(out) in ("float16", "bfloat16") else out
+            loss = (wide * _array(np.asarray(cotangent).reshape(out.shape), dtype=wide.dtype)).sum() \
+                if cotangent is not None else None
+        if loss is not None:
+            loss.backward()
+        mx.nd.waitall()
+        grads = {n: None if p.grad_req == "null" else _amp_dtype(p.grad(p.list_ctx()[0])) for n, p in params.items()}
+        variables = {n: _amp_dtype(p.data(p.list_ctx()[0])) for n, p in
+                     {**self.non_trainable(layer), **params}.items()} if layer is not None else {}
+        return {"mechanism": policy, "output_dtype": _amp_dtype(out), "output": wide.asnumpy(),
+                "variables": variables, "gradients": grads, "compute_dtype": None,
+                "input_dtypes": [_amp_dtype(a) for a in args],
+                "input_gradients": [_amp_dtype(args[i].grad) if i in wrt else None for i in range(len(args))],
+                "notes": []}
+
     def export_formats(self, obj):
         if isinstance(obj, gluon.HybridBlock):
             return ["gluon.export"]

@@ -335,6 +335,56 @@ class FrameworkAdapter(Adapter):
             return _Loaded(loaded), None
         raise Unsupported(f"{fmt} is not a TensorFlow/Keras format")
 
+    # -- mixed precision (the mixed_precision check) -------------------------------------------
+    _POLICIES = {"mixed_float16": "float16", "mixed_bfloat16": "bfloat16"}
+
+    def mixed_precision_policies(self, obj, function=False):
+        if function or not (inspect.isclass(obj) and issubclass(obj, keras.layers.Layer)):
+            raise Unsupported("a Keras dtype policy belongs to a layer; a function computes in its inputs' dtypes")
+        return [{"policy": name, "variables": "float32", "compute": compute, "output": compute,
+                 "states_compute": True} for name, compute in self._POLICIES.items()]
+
+    def mixed_precision_run(self, impl, constructor, inputs, policy, assign=None, cotangent=None, wrt=()):
+        impl = import_spec(impl) if isinstance(impl, str) else impl
+        init = getattr(impl, "__init__", None)
+        params = inspect.signature(init).parameters.values() if init is not None else ()
+        takes_dtype = any(p.name == "dtype" or p.kind is p.VAR_KEYWORD for p in params)
+        previous = keras.config.dtype_policy()
+        if takes_dtype:
+            # the layer's own policy, as Keras's run_layer_test does: nothing global changes
+            mechanism = f"{impl.__name__}(..., dtype={policy!r})"
+            layer = self.construct(impl, {**constructor, "dtype": policy})
+        else:
+            mechanism = f"keras.config.set_dtype_policy({policy!r}) around the constructor (it takes no dtype=)"
+            keras.config.set_dtype_policy(policy)
+            try:
+                layer = self.construct(impl, constructor)
+            finally:
+                keras.config.set_dtype_policy(previous)
+        self.build(layer, inputs)
+        for name, value in (assign or {}).items():
+            self.assign(layer, name, value)
+        args = [self.tensor(a) for a in inputs]
+        trainable = self.trainable(layer)
+        with tf.GradientTape() as tape:
+            for i in wrt:
+                tape.watch(args[i])
+            out = layer(*args, training=False)
+        if not isinstance(out, tf.Tensor):
+            raise TypeError(f"the output is a {type(out).__name__}, not a tf.Tensor")
+        grads, input_grads = {n: None for n in trainable}, [None] * len(args)
+        if cotangent is not None:
+            sources = [args[i] for i in wrt] + list(trainable.values())
+            got = tape.gradient(out, sources, output_gradients=tf.cast(tf.constant(np.asarray(cotangent)), out.dtype))
+            for i, g in zip(wrt, got):
+                input_grads[i] = None if g is None else self.dtype_name(g)
+            grads = {n: None if g is None else self.dtype_name(g) for n, g in zip(trainable, got[len(wrt):])}
+        values = tf.cast(out, tf.float32) if out.dtype in (tf.float16, tf.bfloat16) else out
+        return {"mechanism": mechanism, "output_dtype": self.dtype_name(out), "output": np.asarray(values.numpy()),
+                "variables": {n: self.dtype_name(v) for n, v in self._named(layer).items()},
+                "compute_dtype": keras.backend.standardize_dtype(layer.compute_dtype), "gradients": grads,
+                "input_dtypes": [self.dtype_name(a) for a in args], "input_gradients": input_grads, "notes": []}
+
     def save_globals(self):
         return {"dtype policy": keras.config.dtype_policy().name, "floatx": keras.config.floatx(),
                 "eager functions": tf.config.functions_run_eagerly()}

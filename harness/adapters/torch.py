@@ -278,6 +278,46 @@ class FrameworkAdapter(Adapter):
             return copy.deepcopy(layer).double()
         return layer
 
+    # -- mixed precision (the mixed_precision check) -------------------------------------------
+    _AUTOCAST = "torch.autocast('cpu', dtype=torch.bfloat16)"
+
+    def mixed_precision_policies(self, obj, function=False):
+        # autocast casts per operator (its lists decide which run in bf16): the output dtype is not fixed
+        return [{"policy": self._AUTOCAST, "variables": "float32", "compute": "bfloat16", "output": None}]
+
+    def mixed_precision_run(self, impl, constructor, inputs, policy, assign=None, cotangent=None, wrt=()):
+        impl = import_spec(impl) if isinstance(impl, str) else impl
+        layer = self.construct(impl, constructor) if constructor is not None else None
+        if layer is not None:
+            self.build(layer, inputs)
+            for name, value in (assign or {}).items():
+                self.assign(layer, name, value)
+            layer.train(False)
+        fn = layer if layer is not None else self.as_callable(impl)
+        args = [self.tensor(a) for a in inputs]
+        args = [a.requires_grad_(True) if i in wrt else a for i, a in enumerate(args)]
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = fn(*args)
+        if not isinstance(out, torch.Tensor):
+            raise TypeError(f"the output is a {type(out).__name__}, not a torch.Tensor")
+        if cotangent is not None and out.requires_grad:
+            # the backward outside autocast, as torch's AMP recipe has it
+            (out * torch.as_tensor(np.asarray(cotangent)).to(out.dtype)).sum().backward()
+        notes = []
+        if inspect.isclass(impl) and issubclass(impl, torch.autograd.Function):
+            decorated = hasattr(impl.forward, "__wrapped__")  # torch.amp.custom_fwd wraps it (functools.wraps)
+            notes.append("the Function's forward is decorated with torch.amp.custom_fwd" if decorated else
+                         "the Function's forward is not decorated with torch.amp.custom_fwd: autocast stays on "
+                         "inside it, and its backward runs without it")
+        params = dict(layer.named_parameters()) if layer is not None else {}
+        buffers = dict(layer.named_buffers()) if layer is not None else {}
+        return {"mechanism": self._AUTOCAST, "output_dtype": self.dtype_name(out), "output": _plain(out),
+                "variables": {n: self.dtype_name(v) for n, v in {**buffers, **params}.items()},
+                "gradients": {n: None if p.grad is None else self.dtype_name(p.grad) for n, p in params.items()},
+                "input_dtypes": [self.dtype_name(a) for a in args],
+                "input_gradients": [None if a.grad is None else self.dtype_name(a.grad) for a in args],
+                "compute_dtype": None, "notes": notes}
+
     # -- export: whole-layer formats (the export check) ---------------------------------------
     def export_formats(self, obj):
         return ["torch.export", "torch.save", "state_dict"] if isinstance(obj, torch.nn.Module) else ["torch.export"]
@@ -355,6 +395,12 @@ class FrameworkAdapter(Adapter):
             return module, module
         raise Unsupported(f"{fmt} is not a torch format")
 
+
+
+def _plain(t):
+    """A tensor's values as numpy that crosses the wire: 16-bit floats widened to float32 (exact)."""
+    t = t.detach().cpu()
+    return (t.float() if t.dtype in (torch.bfloat16, torch.float16) else t.resolve_conj()).numpy()
 
 
 class _Calls(torch.nn.Module):

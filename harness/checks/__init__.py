@@ -16,6 +16,7 @@ from .modes import check_modes
 from .properties import check_properties
 from .compiled import check_compiled
 from .export import check_export
+from .mixed_precision import check_mixed_precision
 
 CHECKS = {
     "parameters": check_parameters,
@@ -34,6 +35,7 @@ CHECKS = {
     "second_order": check_second_order,
     "compiled": check_compiled,
     "export": check_export,
+    "mixed_precision": check_mixed_precision,
 }
 
 # Checks a run includes only when asked (--check ID): what they cost the bundled matrix is still far
@@ -41,6 +43,8 @@ CHECKS = {
 OPT_IN = {
     "compiled": "compiles every layer with each framework's compiler (about 2x the matrix's time)",
     "export": "saves every layer in each format and reloads it in a fresh process (about 2.6x the matrix's time)",
+    "mixed_precision": "MXNet's AMP (amp.init) changes its process for good, so each MXNet layer runs in two fresh "
+                       "processes (about 9 s a layer); torch, Keras and flax take 0.1-0.5 s a layer",
 }
 DEFAULT_CHECKS = [c for c in CHECKS if c not in OPT_IN]
 

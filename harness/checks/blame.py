@@ -34,6 +34,7 @@ PREREQUISITES = {
     "forward_mode": ("modes", "values"),
     "device_parity": ("modes", "values"),
     "second_order": ("modes", "values", "gradients"),
+    "mixed_precision": ("modes",),  # compares two inference-mode calls of the layer
 }
 _WHY = {"modes": "the layer does not follow the framework's training/inference switch",
         "values": "the outputs already differ from the reference",

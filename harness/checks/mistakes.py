@@ -183,6 +183,25 @@ HINTS: dict[str, Hint] = {h.id: h for h in (
     Hint("keras_build", ("export",), "loading the .keras file raised about 'variables'",
          text="the layer rebuilt by from_config(get_config()) and build() does not create the weights the file "
               "holds: every constructor argument that decides which weights exist must be in get_config()"),
+    # --- mixed precision ---------------------------------------------------------------------------------
+    Hint("mixed_variables_low", ("mixed_precision",),
+         "under a mixed-precision policy a floating variable is in a 16-bit dtype instead of float32",
+         by_framework={
+             "torch": "keep the nn.Parameter float32 and leave the casting to autocast (or cast a local copy "
+                      "in forward); never assign the 16-bit copy back to the parameter",
+             "tensorflow": "create the weight with self.add_weight(...) without dtype= (Keras then uses the "
+                           "policy's variable_dtype) and let the policy cast it at compute time",
+             "jax": "create nnx.Param values in param_dtype and cast them to dtype inside __call__, as "
+                    "flax.nnx.Linear does",
+             "mxnet": "keep the Parameters float32 under AMP (no Block.cast or astype on their data in "
+                      "forward): AMP casts them per operator",
+         }),
+    Hint("mixed_policy_ignored", ("mixed_precision",),
+         "a Keras layer constructed with dtype=<policy> reports a compute dtype other than the policy's",
+         by_framework={
+             "tensorflow": "pass **kwargs (dtype among them) on to super().__init__(**kwargs), so that the "
+                           "layer takes the dtype policy it is constructed with",
+         }),
     # Keras wraps any error of from_config in a TypeError that names get_config
     Hint("keras_config", ("export",), "loading the .keras file raised about 'get_config'",
          text="from_config passes get_config()'s entries to __init__ by keyword: get_config() must return every "

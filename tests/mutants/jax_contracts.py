@@ -446,3 +446,23 @@ MUTANTS += [
     Mutant("jax", "safe_norm", f"{M}:safe_norm_rule_stops_norm", "second_order",
            "Hessian-vector product for input 'x' (case 'random') vs the reference hvp"),
 ]
+
+
+# --- mixed precision: params created in dtype instead of param_dtype ---------------------------
+
+class RMSNormParamsInDtype(nnx.Module):
+    """Takes flax's dtype/param_dtype but creates the gain in dtype: bfloat16 params under mixed precision."""
+
+    def __init__(self, d, eps=1e-6, *, dtype=None, param_dtype=jnp.float32):
+        self.gain = nnx.Param(jnp.ones(d, dtype=dtype or param_dtype))
+        self.eps, self.dtype = eps, dtype
+
+    def __call__(self, X):
+        X = X.astype(self.dtype) if self.dtype is not None else X
+        rms = jnp.sqrt((X ** 2).mean(-1, keepdims=True) + self.eps)
+        return self.gain[...].astype(X.dtype) * X / rms
+
+
+MUTANTS += [
+    Mutant("jax", "rmsnorm", f"{M}:RMSNormParamsInDtype", "mixed_precision", "'gain' is bfloat16, not float32"),
+]

@@ -365,3 +365,27 @@ MUTANTS = [
     Mutant("mxnet", "rmsnorm", "tests.mutants.mxnet_mutants:EpsOutsideSqrt", "properties", "property mean_square", also=('values',), blocked=('gradients',)),
     Mutant("mxnet", "causal_mask", f"{M}:MaskDiagonal", "properties", "on the diagonal changed", also=('buffers',)),
 ]
+
+
+# --- mixed precision: parameters cast to float16 under AMP -------------------------------------
+
+class RMSNormCastsUnderAMP(nn.Block):
+    """Casts itself to float16 when AMP is on ("to help AMP"): the float32 master weights are gone."""
+
+    def __init__(self, d, eps=1e-6, **kwargs):
+        super().__init__(**kwargs)
+        with self.name_scope():
+            self.gain = self.params.get('gain', shape=(d,), init=init.One())
+        self.eps = eps
+
+    def forward(self, X):
+        from mxnet.contrib.amp import amp
+        if amp._amp_initialized and self.gain.dtype != np.float16:
+            self.cast("float16")
+        rms = nd.sqrt((X ** 2).mean(axis=-1, keepdims=True) + self.eps)
+        return self.gain.data(X.context).astype(X.dtype) * X / rms
+
+
+MUTANTS += [
+    Mutant("mxnet", "rmsnorm", f"{M}:RMSNormCastsUnderAMP", "mixed_precision", "'gain' is float16, not float32"),
+]

@@ -395,3 +395,39 @@ MUTANTS += [
     Mutant(F, "log1pexp", f"{M}:log1pexp_numpy_grad", "second_order",
            "Hessian-vector product for input 'x' (case 'random') is None"),
 ]
+
+
+# --- mixed precision: variables created in the compute dtype, a policy not taken ---------------
+
+class RMSNormComputeDtypeWeights(keras.layers.Layer):
+    """add_weight(dtype=self.compute_dtype): under mixed_float16 the gain is a float16 variable."""
+
+    def __init__(self, eps=1e-6, **kwargs):
+        super().__init__(**kwargs)
+        self.eps = eps
+
+    def build(self, X_shape):
+        self.gain = self.add_weight(name="gain", shape=[X_shape[-1]], initializer="ones", dtype=self.compute_dtype)
+
+    def call(self, X):
+        rms = tf.math.rsqrt(tf.reduce_mean(X ** 2, axis=-1, keepdims=True) + self.eps)
+        return self.gain * X * rms
+
+
+class RMSNormDropsDtype(RMSNormComputeDtypeWeights):
+    """Swallows its keyword arguments (dtype among them): the layer never takes the policy it is given."""
+
+    def __init__(self, eps=1e-6, **kwargs):
+        keras.layers.Layer.__init__(self)
+        self.eps = eps
+
+    def build(self, X_shape):
+        self.gain = self.add_weight(name="gain", shape=[X_shape[-1]], initializer="ones")
+
+
+MUTANTS += [
+    Mutant("tensorflow", "rmsnorm", f"{M}:RMSNormComputeDtypeWeights", "mixed_precision",
+           "'gain' is float16, not float32"),
+    Mutant("tensorflow", "rmsnorm", f"{M}:RMSNormDropsDtype", "mixed_precision",
+           "the layer's compute dtype is float32, not float16"),
+]

@@ -474,3 +474,27 @@ MUTANTS += [
     Mutant("torch", "softmax_cross_entropy", f"{M}:SoftmaxCESavesLogP", "second_order",
            "the backward rule's result is a constant to autodiff"),
 ]
+
+
+# --- mixed precision: variables stored in the compute dtype ------------------------------------
+
+class RMSNormStoresBf16Gain(nn.Module):
+    """Under autocast it keeps the cast gain as its parameter ("cache the bf16 weight"): from then on the
+    optimizer updates a bfloat16 weight. Right in float32, so only mixed_precision sees it."""
+
+    def __init__(self, d, eps=1e-6):
+        super().__init__()
+        self.gain = nn.Parameter(torch.ones(d))
+        self.eps = eps
+
+    def forward(self, X):
+        low = torch.get_autocast_dtype("cpu")
+        if torch.is_autocast_enabled("cpu") and self.gain.dtype != low:
+            self.gain = nn.Parameter(self.gain.detach().to(low))
+        rms = X.pow(2).mean(-1, keepdim=True).add(self.eps).rsqrt()
+        return self.gain * X * rms
+
+
+MUTANTS += [
+    Mutant("torch", "rmsnorm", f"{M}:RMSNormStoresBf16Gain", "mixed_precision", "'gain' is bfloat16, not float32"),
+]
