@@ -3,6 +3,8 @@
     python benchmarks/bench.py                 # everything, on every installed framework
     python benchmarks/bench.py --skip-matrix   # only collection and gradient scaling (quick)
     python benchmarks/bench.py --json out.json
+    python benchmarks/bench.py --against REV   # only the matrix, side by side with commit REV (medians)
+    python benchmarks/bench.py --opt-in        # only what each opt-in check adds to the matrix
 
 It prints:
   matrix      wall time of the bundled matrix under ``pytest -n 0`` and ``-n 2`` (subprocesses);
@@ -92,17 +94,20 @@ def pytest_unconfigure(config):
 """
 
 
-def matrix(frameworks: list[str], workers: str, out_dir: Path) -> dict:
-    """One run of the bundled matrix. With -n 0 it is also taken apart: the time the checks' own
-    calls took (pytest --durations, by framework) and what the rest of the process took."""
+def matrix(frameworks: list[str], workers: str, out_dir: Path, root: Path = ROOT, checks=None) -> dict:
+    """One run of the bundled matrix (of the checkout at ``root``; ``checks``: the --check list, default
+    the default checks). With -n 0 it is also taken apart: the time the checks' own calls took (pytest
+    --durations, by framework) and what the rest of the process took."""
     (out_dir / "bench_timer.py").write_text(_TIMER_PLUGIN)
     timer = out_dir / f"timer-n{workers}.json"
     cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "bench_timer", "-q", "-n", workers,
            "--durations=0", "--durations-min=0", "--conformance-json", str(out_dir / f"results-n{workers}.json")]
     for fw in frameworks:
         cmd += ["--framework", fw]
+    for check in checks or ():
+        cmd += ["--check", check]
     outer: dict = {}
-    wall, proc = _run(cmd, env={"PYTHONPATH": f"{ROOT}{os.pathsep}{out_dir}", "BENCH_TIMER_OUT": str(timer)},
+    wall, proc = _run(cmd, cwd=root, env={"PYTHONPATH": f"{root}{os.pathsep}{out_dir}", "BENCH_TIMER_OUT": str(timer)},
                       times=outer)
     summary = next((ln for ln in reversed(proc.stdout.splitlines()) if re.search(r"\d+ (passed|failed)", ln)), "")
     calls: dict[str, float] = {}
@@ -278,6 +283,44 @@ def boundary(framework: str, contract: str = "rmsnorm", repeats=3) -> dict:
 
 # --- report ------------------------------------------------------------------------------------
 
+def against(rev: str, frameworks: list[str], rounds: int) -> dict:
+    """The bundled matrix of this checkout and of commit ``rev`` (a temporary git worktree), run in turn,
+    ``rounds`` times each with -n 0 and -n 2: medians, and this checkout's time as a ratio of rev's."""
+    import statistics
+    out: dict = {"rev": rev, "rounds": rounds}
+    with tempfile.TemporaryDirectory() as tmp:
+        other = Path(tmp) / "rev"
+        subprocess.run(["git", "worktree", "add", "--detach", str(other), rev], cwd=ROOT, check=True,
+                       capture_output=True)
+        try:
+            walls: dict = {}
+            for _ in range(rounds):
+                for label, root in (("this", ROOT), ("rev", other)):
+                    for workers in ("0", "2"):
+                        with tempfile.TemporaryDirectory() as scratch:
+                            m = matrix(frameworks, workers, Path(scratch), root=root)
+                        walls.setdefault((label, workers), []).append(m["wall_s"])
+                        out.setdefault("summaries", {})[f"{label} -n {workers}"] = m["summary"]
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(other)], cwd=ROOT, capture_output=True)
+    med = {f"{k[0]} -n {k[1]}": statistics.median(v) for k, v in walls.items()}
+    out.update(median_s=med, walls=({f"{k[0]} -n {k[1]}": v for k, v in walls.items()}),
+               ratio_n0=med["this -n 0"] / med["rev -n 0"], ratio_n2=med["this -n 2"] / med["rev -n 2"],
+               speedup_this=med["this -n 0"] / med["this -n 2"], speedup_rev=med["rev -n 0"] / med["rev -n 2"])
+    return out
+
+
+def opt_in(frameworks: list[str]) -> dict:
+    """The bundled matrix at -n 0 with the default checks, then with each opt-in check added, in turn."""
+    from harness.checks import CHECKS, DEFAULT_CHECKS
+    out = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        out["default"] = matrix(frameworks, "0", Path(tmp))["wall_s"]
+        for check in [c for c in CHECKS if c not in DEFAULT_CHECKS]:
+            out[check] = matrix(frameworks, "0", Path(tmp), checks=list(DEFAULT_CHECKS) + [check])["wall_s"]
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--frameworks", help="comma-separated (default: every installed framework)")
@@ -285,6 +328,9 @@ def main(argv=None):
     ap.add_argument("--checks", type=int, default=10_000, help="size of the synthetic matrix to collect")
     ap.add_argument("--json", help="also write the figures here")
     ap.add_argument("--floor-only", help=argparse.SUPPRESS)
+    ap.add_argument("--against", metavar="REV", help="only the bundled matrix, side by side with commit REV")
+    ap.add_argument("--rounds", type=int, default=2, help="with --against: runs of each (medians)")
+    ap.add_argument("--opt-in", action="store_true", help="only what each opt-in check adds to the matrix (-n 0)")
     args = ap.parse_args(argv)
 
     if args.floor_only:  # the child process of floor()
@@ -292,6 +338,25 @@ def main(argv=None):
         return 0
 
     frameworks = args.frameworks.split(",") if args.frameworks else _installed_frameworks()
+    if args.against:
+        a = against(args.against, frameworks, args.rounds)
+        for k, v in a["median_s"].items():
+            print(f"matrix {k:<10} {v:7.1f} s (median of {args.rounds}: {', '.join(f'{w:.1f}' for w in a['walls'][k])})"
+                  f"   {a['summaries'][k]}")
+        print(f"this / {args.against}: -n 0 {a['ratio_n0']:.2f}x, -n 2 {a['ratio_n2']:.2f}x; -n 2 speed-up: this "
+              f"{a['speedup_this']:.2f}x, {args.against} {a['speedup_rev']:.2f}x")
+        if args.json:
+            Path(args.json).write_text(json.dumps(a, indent=2))
+        return 0
+    if args.opt_in:
+        o = opt_in(frameworks)
+        print(f"matrix -n 0, default checks: {o['default']:.1f} s")
+        for check, wall in o.items():
+            if check != "default":
+                print(f"  + {check:<16} {wall:7.1f} s ({wall / o['default']:.2f}x the default matrix)")
+        if args.json:
+            Path(args.json).write_text(json.dumps(o, indent=2))
+        return 0
     grad_fw = "torch" if "torch" in frameworks else frameworks[0]
     figures: dict = {"frameworks": frameworks, "python": sys.version.split()[0], "cpus": os.cpu_count()}
     print(f"frameworks: {', '.join(frameworks)}; {os.cpu_count()} CPUs; Python {figures['python']}")
