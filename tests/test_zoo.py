@@ -73,7 +73,8 @@ def test_a_layer_that_answers_float64_in_float32_passes_and_says_why_no_finite_d
 
 def _fd(layer_factory, dtype_compute=None):
     """The finite-difference comparison alone on rmsnorm's first case, for a gain-free layer."""
-    from harness.checks.numerics import _finite_difference, _reference_forward
+    from harness.checks.common import reference_forward as _reference_forward
+    from harness.checks.numerics import _finite_difference
     from harness import inputs as inputs_mod
     c = _contract("rmsnorm")
     ctx = context_for(c, layer_factory, "torch")
