@@ -413,6 +413,7 @@ class Contract:
     dtypes = property(lambda self: self.data.get("dtypes"))  # [float dtype] or None: the cases' own only
     accumulate = property(lambda self: self.data.get("accumulate"))  # the statistics' least precision, or None
     dtype = None  # the dtype this contract's floating inputs are cast to (a view from ``for_dtype``), None: own
+    own_dtype = None  # a view's: the cases' declared dtype
 
     @property
     def default_dtype(self) -> str:
@@ -432,9 +433,9 @@ class Contract:
         """This contract as it runs in ``dtype``: the cases that run in it, with their floating inputs,
         the state slots and a floating ``output_dtype`` in ``dtype`` (the default dtype: the cases only).
         Without any ``dtypes`` declaration, the contract itself."""
-        if not self.dtypes and not any("dtypes" in c for c in self.cases):
-            return self
         dtype = dtype or self.default_dtype
+        if dtype == self.default_dtype and not self.dtypes and not any("dtypes" in c for c in self.cases):
+            return self
         cast = dtype != self.default_dtype
 
         def recast(spec):
@@ -443,8 +444,10 @@ class Contract:
                 spec["dtype"] = dtype
             return spec
         data = dict(self.data)
+        # a dtype no declaration names (asked for directly, as the harness's tests do) takes every case
+        declared = dtype == self.default_dtype or dtype in self.extra_dtypes()
         data["cases"] = [{**c, "inputs": {n: recast(i) for n, i in c["inputs"].items()}}
-                         for c in self.cases if dtype in self.case_dtypes(c)]
+                         for c in self.cases if not declared or dtype in self.case_dtypes(c)]
         if cast:
             state = dict(data.get("state") or {})
             for kind in ("trainable", "non_trainable"):
@@ -453,8 +456,15 @@ class Contract:
             data["state"] = state
             if _floating(data.get("output_dtype")):
                 data["output_dtype"] = dtype
+            # the inputs drawn outside the cases (a property's, the training mode's) too
+            data["properties"] = [{**p, "input": recast(p["input"])} if isinstance(p.get("input"), dict) else p
+                                  for p in self.properties]
+            train = (self.modes or {}).get("train")
+            if isinstance(train, dict) and isinstance(train.get("input"), dict):
+                data["modes"] = {**self.modes, "train": {**train, "input": recast(train["input"])}}
         view = Contract(data=data, path=self.path, lines=self.lines)
         view.dtype = dtype if cast else None
+        view.own_dtype = self.default_dtype
         return view
     properties = property(lambda self: list(self.data.get("properties") or []))
     modes = property(lambda self: self.data.get("modes"))  # {eval, train: {kind, rate, input}} or None
@@ -852,7 +862,7 @@ def _rules_tolerances(r: _Rules):
     tables += [(("tolerances", "checks", c), t) for c, t in _map(tol.get("checks")).items()]
     for at, table in tables:
         for dtype, entry in _map(table).items():
-            for key in ("rtol", "atol"):
+            for key in ("rtol", "atol", "ulps"):
                 r.finite(_map(entry).get(key), at + (dtype, key))
 
 
@@ -1110,6 +1120,7 @@ def _reference_problems(contract: "Contract") -> list:
     right shape for every input and trainable slot the contract differentiates. A reference that
     breaks here is the contract's problem (exit 3), never the layer's."""
     from . import inputs as inputs_mod
+    from .dtypes import is_floating
     from .executor import RemoteError
     from .executor.client import CheckTimeout, ExecutorLost
     import numpy as np
@@ -1127,7 +1138,7 @@ def _reference_problems(contract: "Contract") -> list:
     mode = contract.gradients.get("mode", "true")
     for k, case in enumerate(contract.cases):
         x = list(inputs_mod.case_inputs(contract, case, 0).values())
-        x64 = [a.astype(np.float64) if np.issubdtype(a.dtype, np.floating) else a for a in x]
+        x64 = [a.astype(np.float64) if is_floating(a.dtype) else a for a in x]
         try:
             out = forward(*x64, **{**contract.constructor, **state})
         except (RemoteError, CheckTimeout, ExecutorLost) as exc:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..dtypes import is_floating
 from .. import inputs as inputs_mod
 from ..compare import describe_mismatch, max_abs_error
 from .base import CheckFailed, CheckSkipped, unexpected_error
@@ -37,7 +38,8 @@ def check_values(ctx):
             problems.append(bad_dtype)
             continue
         rtol, atol = ctx.tolerance("values", want_dtype)
-        diff = describe_mismatch(got, expected, rtol, atol, what=f"case {case['name']!r}")
+        diff = describe_mismatch(got, expected, rtol, atol, what=f"case {case['name']!r}",
+                                 ulps=ctx.ulps("values", want_dtype))
         worst = max(worst, max_abs_error(got, expected))
         if diff:
             problems.append(diff)
@@ -59,7 +61,7 @@ def check_native(ctx):
         return check_native_function(ctx, spec)
     cls = import_native(ctx, spec["class"])
     args = {k: ctx.contract.resolve_arg(v) for k, v in (spec.get("args") or {}).items()}
-    native = ctx.adapter.build(ctx.adapter.construct_native(cls, args), ctx.first_inputs())
+    native = ctx.in_dtype(ctx.adapter.build(ctx.adapter.construct_native(cls, args), ctx.build_inputs()))
     ours, state, unset = ctx.layer_at(inputs_mod.test_state(ctx.contract))
     native_names = ctx.adapter.trainable(native) | ctx.adapter.non_trainable(native)
     for slot, name in (spec.get("state") or {}).items():
@@ -110,7 +112,8 @@ def _compare_grad(ctx, label, got, expected, input_like, rule):
     if str(g.dtype) != want_dtype:
         return f"gradient for {label} has dtype {g.dtype}, expected {want_dtype}"
     rtol, atol = ctx.tolerance("gradients", str(g.dtype))
-    diff = describe_mismatch(g, expected, rtol, atol, what=f"gradient for {label} vs the {rule}")
+    diff = describe_mismatch(g, expected, rtol, atol, what=f"gradient for {label} vs the {rule}",
+                             ulps=ctx.ulps("gradients", str(g.dtype)))
     if not diff:
         return None
     said = _pattern_hint(g, expected)
@@ -162,7 +165,7 @@ def _finite_difference(ctx, layer, inputs, idx, cotangent, rng, expected):
         return None, "this framework cannot cast the layer to float64"
     fn = ctx.callable(layer64)
     # every floating input, held-constant ones too: TF and MXNet refuse float32 * float64
-    x64 = [a.astype(np.float64) if i in idx or np.issubdtype(a.dtype, np.floating) else a
+    x64 = [a.astype(np.float64) if i in idx or is_floating(a.dtype) else a
            for i, a in enumerate(inputs)]
     out64, grads, _ = adapter.vjp(fn, layer64, x64, idx, cotangent.astype(np.float64))
     eps, why = _effective_epsilon(ctx, out64, expected)
@@ -256,7 +259,7 @@ def check_gradients(ctx):
         except Exception as exc:
             raise CheckFailed("; ".join(problems + [f"case {case['name']!r}: differentiating raised "
                                                      f"{unexpected_error(exc)}"])) from exc
-        ref = ref_vjp(cotangent, *[a.astype(np.float64) if np.issubdtype(a.dtype, np.floating) else a
+        ref = ref_vjp(cotangent, *[a.astype(np.float64) if is_floating(a.dtype) else a
                                    for a in inputs], **{**contract.constructor, **state}) if ref_vjp else {}
         for i in idx:
             bad = _compare_grad(ctx, f"input {names[i]!r} (case {case['name']!r})", grads[i], ref[names[i]],
