@@ -13,11 +13,24 @@ from .functions import check_native_function, nondiff_probe
 from .mistakes import hint
 
 
-def _check_output(ctx, got, expected_dtype, what):
-    """Shape and dtype exact; returns the problem or None."""
-    if str(got.dtype) != expected_dtype:
-        return f"{what}: dtype {got.dtype}, expected {expected_dtype}"
-    return None
+_WIDTH = {"float16": 16, "bfloat16": 16, "float32": 32, "float64": 64}
+
+
+def _moved(got: str, want: str) -> str:
+    """'promotes', 'demotes' or 'converts' (between floating dtypes), else ''."""
+    if got not in _WIDTH or want not in _WIDTH:
+        return ""
+    return "promotes" if _WIDTH[got] > _WIDTH[want] else "demotes" if _WIDTH[got] < _WIDTH[want] else "converts"
+
+
+def _check_output(ctx, got, expected_dtype, what, given=None):
+    """Dtype exact; returns the problem or None, saying what was promoted or demoted."""
+    got = str(got.dtype)
+    if got == expected_dtype:
+        return None
+    moved = _moved(got, expected_dtype)
+    return (f"{what}: dtype {got}, expected {expected_dtype}"
+            + (f" (the output is {got} for {given or expected_dtype} inputs: the layer {moved} it)" if moved else ""))
 
 
 def check_values(ctx):
@@ -33,7 +46,8 @@ def check_values(ctx):
         if got.shape != expected.shape:
             problems.append(f"case {case['name']!r}: output shape {list(got.shape)}, expected {list(expected.shape)}")
             continue
-        bad_dtype = _check_output(ctx, got, want_dtype, f"case {case['name']!r}: output")
+        given = next((str(a.dtype) for a in inputs if is_floating(a.dtype)), want_dtype)
+        bad_dtype = _check_output(ctx, got, want_dtype, f"case {case['name']!r}: output", given)
         if bad_dtype:
             problems.append(bad_dtype)
             continue
@@ -110,7 +124,9 @@ def _compare_grad(ctx, label, got, expected, input_like, rule):
         return f"gradient for {label} has shape {list(g.shape)}, expected {list(np.shape(input_like))}"
     want_dtype = str(np.asarray(input_like).dtype) if isinstance(input_like, np.ndarray) else ctx.adapter.dtype_name(input_like)
     if str(g.dtype) != want_dtype:
-        return f"gradient for {label} has dtype {g.dtype}, expected {want_dtype}"
+        moved = _moved(str(g.dtype), want_dtype)
+        return (f"gradient for {label} has dtype {g.dtype}, expected {want_dtype}"
+                + (f" (the backward {moved} the gradient of a {want_dtype} value to {g.dtype})" if moved else ""))
     rtol, atol = ctx.tolerance("gradients", str(g.dtype))
     diff = describe_mismatch(g, expected, rtol, atol, what=f"gradient for {label} vs the {rule}",
                              ulps=ctx.ulps("gradients", str(g.dtype)))
