@@ -3,28 +3,19 @@ from __future__ import annotations
 
 import numpy as np
 
-# torch.testing.assert_close's defaults (rtol, atol); integers and bool compare exactly.
-DEFAULT_TOLERANCES = {
-    "float16": (1e-3, 1e-5),
-    "bfloat16": (1.6e-2, 1e-5),
-    "float32": (1.3e-6, 1e-5),
-    "float64": (1e-7, 1e-7),
-    "complex64": (1.3e-6, 1e-5),
-    "complex128": (1e-7, 1e-7),
-}
+from .tolerances import VALUES as DEFAULT_TOLERANCES, tolerance  # noqa: F401  (the one owner of the tables)
 
 
-def tolerance(contract, check: str, dtype: str) -> tuple[float, float]:
-    tol = contract.tolerances if contract is not None else {}
-    for table in ((tol.get("checks") or {}).get(check) or {}, tol.get("default") or {}):
-        if dtype in table:
-            return float(table[dtype]["rtol"]), float(table[dtype]["atol"])
-    return DEFAULT_TOLERANCES.get(dtype, (0.0, 0.0))
+def describe_mismatch(actual, expected, rtol, atol, what="values", ulps=None) -> str | None:
+    """None when close; else a message with count, largest error, where, and the tolerance.
 
-
-def describe_mismatch(actual, expected, rtol, atol, what="values") -> str | None:
-    """None when close; else a message with count, largest error, where, and the tolerance."""
+    A 16-bit ``actual`` is also allowed ``ulps`` units in the last place of its dtype (default: the
+    table's, ``harness.tolerances.ULPS``); whichever bound is larger applies."""
+    from .tolerances import spacing, ulps_for
     actual = np.asarray(actual)
+    n_ulps, half = ulps_for(actual)
+    if ulps is not None and half:
+        n_ulps = float(ulps)
     expected = np.asarray(expected)
     if actual.shape != expected.shape:
         return f"{what}: shape {list(actual.shape)}, expected {list(expected.shape)}"
@@ -40,6 +31,8 @@ def describe_mismatch(actual, expected, rtol, atol, what="values") -> str | None
     with np.errstate(invalid="ignore"):
         err = np.where(same_special, 0.0, np.abs(a - e))
     bound = atol + rtol * np.abs(e)
+    if half and n_ulps:
+        bound = np.maximum(bound, n_ulps * spacing(e, half))
     bad = ~(err <= np.where(np.isfinite(bound), bound, np.inf))
     if not bad.any():
         return None
@@ -49,7 +42,8 @@ def describe_mismatch(actual, expected, rtol, atol, what="values") -> str | None
     rel = err[idx] / abs(e[idx]) if e[idx] != 0 else float("inf")
     return (f"{what}: mismatched elements {int(bad.sum())} / {a.size}; greatest absolute difference "
             f"{float(err[idx]):.3g} at index {idx_t} (got {a[idx]:.7g}, expected {e[idx]:.7g}, "
-            f"relative {float(rel):.3g}); allowed rtol={rtol:g}, atol={atol:g}")
+            f"relative {float(rel):.3g}); allowed rtol={rtol:g}, atol={atol:g}"
+            + (f" or {n_ulps:g} ulps of {half}" if half and n_ulps else ""))
 
 
 def max_abs_error(actual, expected) -> float:

@@ -5,6 +5,8 @@ import zlib
 
 import numpy as np
 
+from .dtypes import np_dtype
+
 
 def rng_for(seed: int, *names: str) -> np.random.Generator:
     # One stream per (seed, contract, case, input): adding a case never changes another's data.
@@ -31,7 +33,7 @@ def make_input(contract, case_name: str, name: str, spec: dict, seed: int) -> np
     """The input named ``name`` of a case, in float64 before casting to its dtype."""
     if spec.get("draw") == "literal" or "value" in spec:
         value = np.asarray(spec["value"])
-        return value.astype(spec["dtype"]) if spec["dtype"] != "bool" else value.astype(bool)
+        return value.astype(np_dtype(spec["dtype"])) if spec["dtype"] != "bool" else value.astype(bool)
     shape = contract.shape(spec["shape"])
     rng = rng_for(seed, contract.name, case_name, name)
     if "rows" in spec:
@@ -40,8 +42,9 @@ def make_input(contract, case_name: str, name: str, spec: dict, seed: int) -> np
         out = _draw(rng, spec, shape)
     if spec["dtype"] == "bool":
         return out > 0
-    # Round through the declared dtype so the reference sees exactly what the layer sees.
-    return out.astype(spec["dtype"])
+    # Drawn in float64, rounded through the declared dtype (bfloat16: ml_dtypes') so that the reference
+    # sees exactly what the layer sees.
+    return out.astype(np_dtype(spec["dtype"]))
 
 
 def case_inputs(contract, case: dict, seed: int) -> dict[str, np.ndarray]:
@@ -53,6 +56,7 @@ def slot_value(contract, slot: dict, rule) -> np.ndarray:
     """Value of a state slot under an ``init`` / ``test_value`` rule."""
     shape = contract.shape(slot["shape"])
     dtype = slot["dtype"]
+    dtype = np_dtype(dtype) if dtype != "bool" else bool
     if rule == "ones":
         return np.ones(shape, dtype=dtype)
     if rule == "zeros":
@@ -70,7 +74,8 @@ def initial_state(contract) -> dict[str, np.ndarray]:
     out = {}
     for name, slot in {**contract.trainable, **contract.non_trainable}.items():
         if slot["init"] == "reference":
-            out[name] = np.asarray(getattr(mod, f"init_{name}")(**contract.constructor)).astype(slot["dtype"])
+            out[name] = np.asarray(getattr(mod, f"init_{name}")(**contract.constructor)).astype(
+                np_dtype(slot["dtype"]) if slot["dtype"] != "bool" else bool)
         else:
             out[name] = slot_value(contract, slot, slot["init"])
     return out

@@ -355,9 +355,10 @@ class ContractFile(pytest.File):
             if labels.count(impl) > 1:
                 impl = t.impl.replace(":", ".")
             for device in run.devices:
-                name = target_name(contract.name, None if t.bundled else impl, t.framework, device)
-                yield TargetNode.from_parent(self, name=name, target=t, contract=contract, device=device,
-                                             impl_label=impl)
+                for dtype in [None] + contract.extra_dtypes():
+                    name = target_name(contract.name, None if t.bundled else impl, t.framework, device, dtype)
+                    yield TargetNode.from_parent(self, name=name, target=t, contract=contract, device=device,
+                                                 impl_label=impl, dtype=dtype)
 
     def repr_failure(self, excinfo):
         if isinstance(excinfo.value, ContractError):
@@ -366,13 +367,20 @@ class ContractFile(pytest.File):
 
 
 class TargetNode(pytest.Collector):
-    def __init__(self, *, target, contract, device, impl_label, **kw):
+    """One target: an implementation on a framework and device, in the cases' own dtype (``dtype`` None)
+    or in one the contract's ``dtypes`` adds, where it holds only the per-dtype checks."""
+
+    def __init__(self, *, target, contract, device, impl_label, dtype=None, **kw):
         super().__init__(**kw)
         self.target, self.contract, self.device, self.impl_label = target, contract, device, impl_label
+        self.dtype = dtype
 
     def collect(self):
+        from .checks import PER_DTYPE
         run = self.config.stash[_RUN_KEY]
         for check in run.checks:
+            if self.dtype is not None and check not in PER_DTYPE:
+                continue
             item = ConformanceItem.from_parent(self, name=check, check=check)
             item.add_marker(pytest.mark.xdist_group(self.name))  # harness.scheduling reads the node id
             item.add_marker(pytest.mark.conformance)
@@ -384,7 +392,7 @@ class TargetNode(pytest.Collector):
         run = self.config.stash[_RUN_KEY]
         return context_for(self.contract, self.target.impl, self.target.framework, device=self.device,
                            seed=run.seed, state_map=self.target.state_map, arg_map=self.target.arg_map,
-                           impl_name=self.target.impl,
+                           impl_name=self.target.impl, dtype=self.dtype,
                            session=run.session).with_options(
             compile_backend=option(self.config, "compile_backend", "conformance_compile_backend") or None)
 
@@ -399,6 +407,7 @@ class ConformanceItem(pytest.Item):
         t = self.parent.target
         self.record = Record(contract=self.parent.contract.name, impl=t.impl or "(not applicable)",
                              framework=t.framework, device=self.parent.device, check=self.check,
+                             dtype=self.parent.dtype or "",
                              outcome=outcome, message=message, nodeid=self.nodeid,
                              duration=round(time.perf_counter() - self._started, 6), **verdict)
 
@@ -514,12 +523,13 @@ def _record_from_nodeid(run, nodeid: str, outcome: str, message: str, **extra) -
     ids = parse_nodeid(nodeid)
     if ids is None:
         return None
-    contract, label, framework, device, check = (ids[k] for k in ("contract", "impl", "framework", "device", "check"))
+    contract, label, framework, device, check, dtype = (ids[k] for k in ("contract", "impl", "framework", "device",
+                                                                         "check", "dtype"))
     names = {str(Path(p).resolve()): c.name for p, c in getattr(run, "contracts", {}).items()}
     impl = next((t.impl for t in run.targets if t.framework == framework
                  and names.get(str(Path(t.contract_path).resolve()), Path(t.contract_path).stem) == contract
                  and (not label or label in (t.impl_label, t.impl.replace(":", ".")))), label or "?")
-    return Record(contract=contract, impl=impl, framework=framework, device=device, check=check,
+    return Record(contract=contract, impl=impl, framework=framework, device=device, check=check, dtype=dtype,
                   outcome=outcome, nodeid=nodeid, message=message, **extra)
 
 

@@ -9,8 +9,12 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-# the identity of a record: two records with the same key are about the same check on the same target
-KEY = ("contract", "impl", "framework", "device", "check")
+# the identity of a record: two records with the same key are about the same check on the same target.
+# dtype: the dtype a contract's ``dtypes`` cast the inputs to, "" for the cases' own (so a file written
+# before dtypes existed, which has no such field, keys the same)
+KEY = ("contract", "impl", "framework", "device", "check", "dtype")
+# identity fields a record may leave out (read back as "")
+OPTIONAL_KEY = ("dtype",)
 # what a check can come to; blocked: not judged, because of a mistake another check names (`blocked_by`)
 OUTCOMES = ("passed", "failed", "blocked", "skipped", "error")
 FAILING = ("failed", "error")
@@ -27,6 +31,7 @@ class Record:
     check: str
     outcome: str
     message: str = ""
+    dtype: str = ""                  # the dtype the inputs were cast to; "" for the cases' own
     nodeid: str = ""
     details: dict | None = None      # what the check measured (largest error, tolerances, notes)
     blocked_by: str = ""             # outcome blocked: the check that names the mistake
@@ -58,8 +63,13 @@ class Record:
     def failing(self) -> bool:
         return self.outcome in FAILING
 
+    @property
+    def target(self) -> str:
+        """``framework-device[-dtype]``, as in the test id."""
+        return "-".join(p for p in (self.framework, self.device, self.dtype) if p)
+
     def describe(self) -> str:
-        return f"{self.contract} {self.impl} [{self.framework}-{self.device}] {self.check}"
+        return f"{self.contract} {self.impl} [{self.target}] {self.check}"
 
     def to_json(self) -> dict:
         """The JSON form: identity, outcome and message always; the other fields only when set
@@ -79,10 +89,10 @@ class Record:
         """A record from its JSON form; ValueError says which field is missing or malformed."""
         if not isinstance(obj, dict):
             raise ValueError(f"a record is a mapping, not {type(obj).__name__}")
-        missing = [k for k in KEY + ("outcome",) if k not in obj]
+        missing = [k for k in KEY + ("outcome",) if k not in obj and k not in OPTIONAL_KEY]
         if missing:
             raise ValueError(f"record without {', '.join(missing)}")
-        bad = [k for k in KEY + ("outcome",) if not isinstance(obj[k], str)]
+        bad = [k for k in KEY + ("outcome",) if k in obj and not isinstance(obj[k], str)]
         if bad:
             raise ValueError(f"record field {bad[0]} is {obj[bad[0]]!r}, not a string")
         if obj["outcome"] not in OUTCOMES:
@@ -100,7 +110,7 @@ class Record:
         return rec if isinstance(rec, cls) else cls.from_json(rec)
 
 
-_ALWAYS = set(KEY) | {"outcome", "message"}
+_ALWAYS = (set(KEY) - set(OPTIONAL_KEY)) | {"outcome", "message"}
 
 
 def as_records(items) -> list[Record]:

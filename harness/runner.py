@@ -220,9 +220,12 @@ def _where(exc) -> str:
 
 
 def context_for(contract, impl, framework: str, device: str = "cpu", seed: int = 0, state_map=None,
-                impl_name: str = "", session=None, arg_map=None) -> CheckContext:
+                impl_name: str = "", session=None, arg_map=None, dtype: str | None = None) -> CheckContext:
     """A check context. ``impl`` is an object (checked in this process) or, with ``session``, a
-    ``module:attr`` string imported and checked in an executor (raises ``LoadFailed``)."""
+    ``module:attr`` string imported and checked in an executor (raises ``LoadFailed``). ``dtype``: one
+    of the contract's ``dtypes`` (None: the cases' own); the checks see the contract as it runs there."""
+    contract = contract.for_dtype(dtype)
+    dtype = contract.dtype
     if session is not None:
         arg_map = dict(arg_map or {})
         constructor = {arg_map.get(k, k): v for k, v in contract.constructor.items()} \
@@ -230,11 +233,12 @@ def context_for(contract, impl, framework: str, device: str = "cpu", seed: int =
         handle, notes = session.load(framework, impl, constructor)
         return CheckContext(contract=contract, adapter=session.adapter(framework), impl=handle,
                             impl_name=impl_name or impl, device=device, seed=seed,
-                            state_map=dict(state_map or {}), session=session, notes=list(notes), arg_map=arg_map)
+                            state_map=dict(state_map or {}), session=session, notes=list(notes), arg_map=arg_map,
+                            dtype=dtype)
     from .adapters import get_adapter
     return CheckContext(contract=contract, adapter=get_adapter(framework), impl=impl,
                         impl_name=impl_name or getattr(impl, "__qualname__", repr(impl)), device=device,
-                        seed=seed, state_map=dict(state_map or {}), arg_map=dict(arg_map or {}))
+                        seed=seed, state_map=dict(state_map or {}), arg_map=dict(arg_map or {}), dtype=dtype)
 
 
 def check_all(contract, impl, framework: str, checks=None, timeout=None, **kw) -> dict[str, dict]:

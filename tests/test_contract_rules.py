@@ -29,6 +29,9 @@ MOVED = [
     ("mean_square_without_eps", "properties[0].kind", "needs a numeric constructor argument 'eps'"),
     ("strict_loading_slots", "strict_loading.slots[0]", "'bias' is not a state slot of this contract"),
     ("wrt_integer_input", "gradients.wrt[1]", "only floating inputs have gradients"),
+    ("dtypes_rules", "dtypes", "no case runs in float32, the cases' own dtype"),
+    ("dtypes_rules", "cases[1].dtypes", "the case has no floating input to cast"),
+    ("accumulate_without_16bit", "accumulate", "declares no 16-bit dtype"),
 ]
 
 

@@ -9,7 +9,7 @@ import importlib.util
 import pytest
 
 from harness import adapters
-from harness.checks import DEFAULT_CHECKS, OPT_IN
+from harness.checks import DEFAULT_CHECKS, OPT_IN, PER_DTYPE
 from harness.contract import bundled_contracts, load_contract
 from harness.runner import check_all, run_check, context_for
 from harness.targets import bundled_impl, resolve_impl
@@ -35,16 +35,20 @@ TARGETS = sorted({m.target for m in MUTANTS})
 
 
 @functools.lru_cache(maxsize=None)
-def verdicts(framework, contract, impl) -> dict:
+def verdicts(framework, contract, impl, dtype=None) -> dict:
     """Every default check, plus the opt-in checks its entries name, on one mutant, once (in-process,
-    the implementation object itself)."""
-    named = {c for m in MUTANTS if m.target == (framework, contract, impl) for c in (m.check, *m.also, *m.blocked)}
+    the implementation object itself); in a dtype of the contract's ``dtypes``, its per-dtype checks."""
+    target = (framework, contract, impl) + ((dtype,) if dtype else ())
+    named = {c for m in MUTANTS if m.target == target for c in (m.check, *m.also, *m.blocked)}
     checks = list(DEFAULT_CHECKS) + [c for c in OPT_IN if c in named]
-    return check_all(load_contract(bundled_contracts()[contract]), resolve_impl(impl), framework, checks=checks)
+    if dtype:
+        checks = [c for c in checks if c in PER_DTYPE]
+    return check_all(load_contract(bundled_contracts()[contract]), resolve_impl(impl), framework, checks=checks,
+                     dtype=dtype)
 
 
 def _ids(t):
-    return f"{t[0]}-{t[1]}-{t[2].rpartition(':')[2]}"
+    return f"{t[0]}-{t[1]}-{t[2].rpartition(':')[2]}" + (f"-{t[3]}" if len(t) > 3 else "")
 
 
 @pytest.mark.parametrize("target", TARGETS, ids=[_ids(t) for t in TARGETS])

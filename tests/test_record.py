@@ -58,8 +58,8 @@ def test_a_malformed_record_is_refused_with_the_reason(obj, problem):
 
 def test_key_is_the_identity_fields_in_order():
     r = _rec(message="one", duration=3.0)
-    assert KEY == ("contract", "impl", "framework", "device", "check")
-    assert r.key() == ("rmsnorm", "m:L", "torch", "cpu", "values")
+    assert KEY == ("contract", "impl", "framework", "device", "check", "dtype")
+    assert r.key() == ("rmsnorm", "m:L", "torch", "cpu", "values", "")
     assert r.key() == _rec(message="two", outcome="failed").key()   # what it came to is not its identity
     for field in KEY:
         assert _rec(**{field: "other"}).key() != r.key(), field
@@ -247,3 +247,13 @@ def test_each_module_imports_alone(module):
     proc = subprocess.run([sys.executable, "-c", f"import {module}"], cwd=ROOT, capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_a_dtype_is_part_of_the_identity_and_absent_for_the_cases_own():
+    r = _rec()
+    assert "dtype" not in r.to_json()                        # a file without dtypes reads as before
+    assert Record.from_json(r.to_json()).key() == r.key()
+    bf16 = _rec(dtype="bfloat16")
+    assert bf16.to_json()["dtype"] == "bfloat16" and bf16.key() != r.key()
+    assert Record.from_json(bf16.to_json()).key() == bf16.key()
+    assert "[torch-cpu-bfloat16]" in bf16.describe() and "[torch-cpu]" in r.describe()

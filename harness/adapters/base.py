@@ -244,6 +244,12 @@ class Adapter:
 
     def to_float64(self, layer):
         """The layer in float64 for finite differences, or None where that is not possible."""
+        return self.to_dtype(layer, "float64")
+
+    def to_dtype(self, layer, dtype: str):
+        """A copy of the layer with its floating state in ``dtype`` (a contract's ``dtypes``), or None
+        where the framework cannot cast it; a function (not a layer) as it is. Raise ``Unsupported``
+        for a dtype the framework does not have."""
         return None
 
     # -- mixed precision (the ``mixed_precision`` check) ------------------------------------------

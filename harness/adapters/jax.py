@@ -473,14 +473,14 @@ class FrameworkAdapter(Adapter):
                 out = fn(*args)
         return out, *_by_input(self, layer, len(inputs), wrt, x_grads, p_grads)
 
-    def to_float64(self, layer):
+    def to_dtype(self, layer, dtype):
         if not isinstance(layer, nnx.Module):
             return layer
         copy = nnx.clone(layer)
-        with _x64(True):
-            if not jax.config.jax_enable_x64:
+        with _x64(dtype == "float64"):
+            if dtype == "float64" and not jax.config.jax_enable_x64:
                 return None  # no local x64 switch in this jax
-            nnx.update(copy, jax.tree.map(lambda x: x.astype(np.float64) if jnp.issubdtype(x.dtype, jnp.floating)
+            nnx.update(copy, jax.tree.map(lambda x: x.astype(dtype) if jnp.issubdtype(x.dtype, jnp.floating)
                                           else x, nnx.state(copy)))
         return copy
 

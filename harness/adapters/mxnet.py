@@ -37,9 +37,17 @@ def _context(device):
     return mx.Context(kind, int(index))
 
 
+# dtypes MXNet 1.9.1 does not have, and why (a check in one of them reads n/a)
+_NO_DTYPE = {"bfloat16": "MXNet 1.9.1 has no bfloat16 for Gluon layers: mx.nd.array silently makes a bfloat16 "
+                         "array float32, and its own bfloat16 (a oneDNN inference type) is refused by "
+                         "Block.cast and astype"}
+
+
 def _array(value, ctx=None, dtype=None):
     """An array of the kind the process uses (``mx.np`` after npx.set_np, else ``mx.nd``)."""
     value = np.asarray(value)
+    if value.dtype.name in _NO_DTYPE:
+        raise Unsupported(_NO_DTYPE[value.dtype.name])
     if value.ndim == 0 and not mx.util.is_np_shape():
         # legacy operators read shape () as "unknown" and refuse it; their scalar is shape (1,),
         # the shape nd.sum returns
@@ -343,7 +351,9 @@ class FrameworkAdapter(Adapter):
         autograd.set_training(saved["autograd training"])
         return [f"mxnet {k}" for k in saved if now[k] != saved[k]]
 
-    def to_float64(self, layer):
+    def to_dtype(self, layer, dtype):
+        if dtype in _NO_DTYPE:
+            raise Unsupported(_NO_DTYPE[dtype])
         if not isinstance(layer, gluon.Block):
             return layer
         # a hybridized block's cached op holds ctypes pointers that cannot be copied; it is
@@ -355,7 +365,7 @@ class FrameworkAdapter(Adapter):
             return None
         for p in layer64.collect_params().values():
             if np.issubdtype(np.dtype(p.dtype), np.floating):  # a bool mask stays bool
-                p.cast("float64")
+                p.cast(dtype)
         return layer64
 
     # -- export: whole-layer formats (the export check) ---------------------------------------

@@ -267,27 +267,27 @@ class FrameworkAdapter(Adapter):
     def compile_stats(self, compiled):
         return {"traces": compiled.traces, "graphs": compiled.traces, "breaks": [], "guard_failures": []}
 
-    def to_float64(self, layer):
-        """A float64 twin: the same class rebuilt under a float64 dtype policy, with the weights copied."""
+    def to_dtype(self, layer, dtype):
+        """A twin in ``dtype``: the same class rebuilt under that dtype policy, with the weights copied."""
         if not isinstance(layer, keras.layers.Layer):
             return layer
         auto = getattr(getattr(layer, "_auto_config", None), "config", None)  # the constructor's arguments
-        makers = [lambda: type(layer)(**{**auto, **({"dtype": "float64"} if "dtype" in auto else {})})] \
+        makers = [lambda: type(layer)(**{**auto, **({"dtype": dtype} if "dtype" in auto else {})})] \
             if auto is not None else []
-        makers.append(lambda: type(layer).from_config({**layer.get_config(), "dtype": "float64"}))
+        makers.append(lambda: type(layer).from_config({**layer.get_config(), "dtype": dtype}))
         previous = keras.config.dtype_policy()
         for make in makers:
-            keras.config.set_dtype_policy("float64")
+            keras.config.set_dtype_policy(dtype)
             try:
                 twin = make()
                 twin.build_from_config(layer.get_build_config())
-                twin.set_weights(layer.get_weights())
+                twin.set_weights([np.asarray(w).astype(v.dtype) for w, v in zip(layer.get_weights(), twin.weights)])
             except Exception:
                 continue
             finally:
                 keras.config.set_dtype_policy(previous)
             # a weight created with an explicit float32 dtype would mix precisions in the twin
-            return twin if all(w.dtype == "float64" for w in twin.weights if "float" in w.dtype) else None
+            return twin if all(w.dtype == dtype for w in twin.weights if "float" in w.dtype) else None
         return None
 
     # -- export: whole-layer formats (the export check) ---------------------------------------

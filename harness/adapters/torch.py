@@ -41,13 +41,24 @@ class FrameworkAdapter(Adapter):
     # -- tensors -----------------------------------------------------------------------
     def tensor(self, array, device=None):
         a = np.asarray(array)
+        bf16 = a.dtype.name == "bfloat16"
+        if bf16:  # torch.from_numpy knows no ml_dtypes.bfloat16: its bits, as int16, viewed back
+            a = a.view(np.int16)
         t = torch.from_numpy(np.ascontiguousarray(a).reshape(a.shape))  # ascontiguousarray makes 0-d 1-d
+        if bf16:
+            t = t.view(torch.bfloat16)
         return t.to(device) if device else t
 
     def numpy(self, t):
+        """The tensor's values in its own dtype: a bfloat16 tensor (which .numpy() refuses) comes back as
+        ml_dtypes.bfloat16, bit for bit, so that the judge sees the dtype the layer returned."""
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"expected a torch.Tensor, got {type(t).__name__}")
-        return t.detach().cpu().resolve_conj().numpy()
+        t = t.detach().cpu().resolve_conj()
+        if t.dtype == torch.bfloat16:
+            import ml_dtypes
+            return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+        return t.numpy()
 
     def is_tensor(self, obj):
         return isinstance(obj, torch.Tensor)
@@ -99,7 +110,7 @@ class FrameworkAdapter(Adapter):
         if target is None:
             target = dict(layer.named_buffers())[name]
         with torch.no_grad():
-            target.copy_(torch.as_tensor(np.asarray(value)).to(target.dtype))
+            target.copy_(self.tensor(value).to(target.dtype))
 
     def serialized_state(self, layer):
         return {k: self.numpy(v) for k, v in layer.state_dict().items()}
@@ -273,9 +284,9 @@ class FrameworkAdapter(Adapter):
             put(saved[name])
         return changed
 
-    def to_float64(self, layer):
+    def to_dtype(self, layer, dtype):
         if isinstance(layer, torch.nn.Module):
-            return copy.deepcopy(layer).double()
+            return copy.deepcopy(layer).to(getattr(torch, dtype))  # floating parameters and buffers only
         return layer
 
     # -- mixed precision (the mixed_precision check) -------------------------------------------

@@ -48,4 +48,11 @@ OPT_IN = {
 }
 DEFAULT_CHECKS = [c for c in CHECKS if c not in OPT_IN]
 
-__all__ = ["CHECKS", "DEFAULT_CHECKS", "OPT_IN", "CheckContext", "CheckFailed", "CheckSkipped", "unexpected_error"]
+# The checks that compare values or gradients, and so run once per dtype a contract's ``dtypes`` lists
+# (a target of its own, ``rmsnorm[torch-cpu-bfloat16]``). The others are about registration, state,
+# saving and devices, which a dtype does not change: they run once, in the cases' own dtype. compiled
+# and export compare a compiled or reloaded layer with the same layer run eagerly, in whatever dtype,
+# so a dtype adds nothing there but their cost.
+PER_DTYPE = ("values", "native", "gradients", "forward_mode", "second_order", "properties", "modes")
+
+__all__ = ["CHECKS", "DEFAULT_CHECKS", "OPT_IN", "PER_DTYPE", "CheckContext", "CheckFailed", "CheckSkipped", "unexpected_error"]

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from ..dtypes import is_floating, np_dtype
 from .. import inputs as inputs_mod
 
 
@@ -55,6 +56,7 @@ class CheckContext:
     notes: list = field(default_factory=list)  # what loading the implementation noted
     arg_map: dict = field(default_factory=dict)  # contract constructor argument -> the layer's own name
     compile_backend: str | None = None  # torch.compile's backend for ``compiled`` (None: aot_eager)
+    dtype: str | None = None       # the dtype ``contract`` (a view) casts the inputs and state to; None: their own
 
     def constructor_args(self, extra: dict | None = None) -> dict:
         """The contract's constructor arguments (and ``extra``) under the layer's own names (--arg-map)."""
@@ -83,7 +85,7 @@ class CheckContext:
         if self.is_function:
             return None
         layer = self.adapter.construct(self.impl, self.constructor_args())
-        layer = self.adapter.build(layer, self.first_inputs())
+        layer = self.in_dtype(self.adapter.build(layer, self.build_inputs()))
         if state:
             mapping = self.slot_map(layer, strict=strict)
             for slot, value in state.items():
@@ -111,6 +113,25 @@ class CheckContext:
             return layer, held, (f"slot(s) {', '.join(map(repr, unset))} not in the layer's registered state, "
                                  f"so not set: compared with the reference at the initial value")
         return layer, held, None
+
+    def build_inputs(self) -> list[np.ndarray]:
+        """The first case's inputs in the cases' own dtype: a layer is built as the user builds it (a
+        Keras or Gluon layer makes its weights on a first call), then cast (``in_dtype``)."""
+        inputs = self.first_inputs()
+        if self.dtype is None:
+            return inputs
+        own = np_dtype(self.contract.own_dtype)
+        return [a.astype(own) if is_floating(a.dtype) else a for a in inputs]
+
+    def in_dtype(self, layer):
+        """The layer with its floating state in this context's dtype (as torch's ModuleInfo tests build a
+        module per dtype); unchanged in the cases' own dtype."""
+        if self.dtype is None or layer is None:
+            return layer
+        cast = self.adapter.to_dtype(layer, self.dtype)
+        if cast is None:
+            raise CheckSkipped(f"{self.adapter.name} cannot cast this layer to {self.dtype}", not_applicable=True)
+        return cast
 
     def callable(self, layer):
         return self.adapter.as_callable(self.impl) if layer is None else layer
@@ -197,14 +218,18 @@ class CheckContext:
         return out
 
     def tolerance(self, check: str, dtype: str):
-        from ..compare import tolerance
+        from ..tolerances import tolerance
         return tolerance(self.contract, check, dtype)
+
+    def ulps(self, check: str, dtype: str) -> float:
+        from ..tolerances import ulps
+        return ulps(self.contract, check, dtype)
 
     def expected_dtype(self, inputs) -> str:
         want = self.contract.output_dtype
         if want:
             return want
-        floats = [a for a in inputs if np.issubdtype(a.dtype, np.floating)]
+        floats = [a for a in inputs if is_floating(a.dtype)]
         return str((floats or inputs)[0].dtype)
 
 

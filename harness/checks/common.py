@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..dtypes import is_floating
 from .base import CheckFailed
 
 
 def reference_forward(ctx, inputs, state):
     """The reference's output in float64 for the case's inputs, at ``state``."""
     _, forward, _ = ctx.contract.reference()
-    return np.asarray(forward(*[np.asarray(a, dtype=np.float64) if np.issubdtype(a.dtype, np.floating) else a
+    return np.asarray(forward(*[np.asarray(a, dtype=np.float64) if is_floating(a.dtype) else a
                                 for a in inputs], **{**ctx.contract.constructor, **state}))  # a slot may share a flag's name (bias)
 
 

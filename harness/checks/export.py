@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from ..dtypes import is_floating, is_inexact
 from .. import inputs as inputs_mod
 from ..compare import describe_mismatch, tolerance
 from .base import CheckFailed, CheckSkipped, unexpected_error
@@ -54,7 +55,7 @@ def _formats_wanted(ctx):
 def _same(a, b) -> bool:
     a, b = np.asarray(a), np.asarray(b)
     return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(
-        a, b, equal_nan=np.issubdtype(a.dtype, np.inexact))
+        a, b, equal_nan=is_inexact(a.dtype))
 
 
 def _grads(adapter, fn, layer, inputs, idx, cotangent):
@@ -118,8 +119,8 @@ def check_export(ctx):
             idx = contract.differentiated(case)[1] if differentiate else []
             ct = rng.standard_normal(out.shape).astype(out.dtype) if differentiate and (idx or contract.trainable) \
                 else None
-            grads = _grads(adapter, obj, layer, inputs, idx, ct) if ct is not None and np.issubdtype(
-                out.dtype, np.floating) else None
+            grads = _grads(adapter, obj, layer, inputs, idx, ct) if ct is not None and is_floating(
+                out.dtype) else None
             original.append((out, idx, ct, grads))
         fresh = starting.result()
         for fmt, notes in saved.items():
@@ -172,7 +173,7 @@ def _check_format(ctx, fresh, fmt, notes, path, cases, original, examples, probl
             # run in the original process; how far it is from eager execution is recorded, not failed
             eager = out
             out = ctx.output_numpy(ctx.adapter.call(runs_as, inputs))
-            if out.shape == eager.shape and np.issubdtype(out.dtype, np.inexact):
+            if out.shape == eager.shape and is_inexact(out.dtype):
                 both = np.isfinite(out) & np.isfinite(eager)  # -inf where both mask is no gap
                 eager_gap = max(eager_gap, float(np.max(np.abs(out[both].astype(np.float64) - eager[both]),
                                                         initial=0.0)))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..dtypes import is_floating
 from .. import inputs as inputs_mod
 from ..compare import describe_mismatch
 from .base import CheckFailed, CheckSkipped, unexpected_error
@@ -20,7 +21,7 @@ _EXACT_UP_TO = 256  # outputs up to this size get the full J t; larger ones rand
 
 def _reference_jt(ctx, ref_vjp, inputs, state, idx, names, tangents, out_shape, rng):
     """(expected, what) where expected is J t (or projections <v_k, J t> = <J^T v_k, t>)."""
-    x64 = [a.astype(np.float64) if np.issubdtype(a.dtype, np.floating) else a for a in inputs]
+    x64 = [a.astype(np.float64) if is_floating(a.dtype) else a for a in inputs]
     kw = {**ctx.contract.constructor, **state}
 
     def jt_dot(v):

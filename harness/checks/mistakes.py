@@ -16,6 +16,9 @@ from typing import Callable
 
 import numpy as np
 
+from ..compare import describe_mismatch
+from ..dtypes import is_floating
+
 
 @dataclass(frozen=True)
 class Hint:
@@ -280,7 +283,7 @@ def recognize(ctx, state, outputs) -> str:
         matched, differs = True, False
         _, forward, _ = ctx.contract.reference()
         for inputs, got in outputs:
-            x64 = [np.asarray(a, dtype=np.float64) if np.issubdtype(a.dtype, np.floating) else a for a in inputs]
+            x64 = [np.asarray(a, dtype=np.float64) if is_floating(a.dtype) else a for a in inputs]
             try:
                 want = mistake.variant(*x64, **kw)
             except Exception:  # a variant that does not apply to these inputs
@@ -289,7 +292,7 @@ def recognize(ctx, state, outputs) -> str:
                 matched = False
                 break
             rtol, atol = ctx.tolerance("values", str(got.dtype))
-            if not np.allclose(got.astype(np.float64), want, rtol=rtol, atol=atol, equal_nan=True):
+            if describe_mismatch(got, want, rtol, atol, ulps=ctx.ulps("values", str(got.dtype))):
                 matched = False
                 break
             ref = np.asarray(forward(*x64, **kw), dtype=np.float64)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..dtypes import is_floating
 from .. import inputs as inputs_mod
 from ..compare import describe_mismatch, max_abs_error
 from .base import CheckFailed, CheckSkipped, unexpected_error
@@ -12,11 +13,24 @@ from .functions import check_native_function, nondiff_probe
 from .mistakes import hint
 
 
-def _check_output(ctx, got, expected_dtype, what):
-    """Shape and dtype exact; returns the problem or None."""
-    if str(got.dtype) != expected_dtype:
-        return f"{what}: dtype {got.dtype}, expected {expected_dtype}"
-    return None
+_WIDTH = {"float16": 16, "bfloat16": 16, "float32": 32, "float64": 64}
+
+
+def _moved(got: str, want: str) -> str:
+    """'promotes', 'demotes' or 'converts' (between floating dtypes), else ''."""
+    if got not in _WIDTH or want not in _WIDTH:
+        return ""
+    return "promotes" if _WIDTH[got] > _WIDTH[want] else "demotes" if _WIDTH[got] < _WIDTH[want] else "converts"
+
+
+def _check_output(ctx, got, expected_dtype, what, given=None):
+    """Dtype exact; returns the problem or None, saying what was promoted or demoted."""
+    got = str(got.dtype)
+    if got == expected_dtype:
+        return None
+    moved = _moved(got, expected_dtype)
+    return (f"{what}: dtype {got}, expected {expected_dtype}"
+            + (f" (the output is {got} for {given or expected_dtype} inputs: the layer {moved} it)" if moved else ""))
 
 
 def check_values(ctx):
@@ -32,12 +46,14 @@ def check_values(ctx):
         if got.shape != expected.shape:
             problems.append(f"case {case['name']!r}: output shape {list(got.shape)}, expected {list(expected.shape)}")
             continue
-        bad_dtype = _check_output(ctx, got, want_dtype, f"case {case['name']!r}: output")
+        given = next((str(a.dtype) for a in inputs if is_floating(a.dtype)), want_dtype)
+        bad_dtype = _check_output(ctx, got, want_dtype, f"case {case['name']!r}: output", given)
         if bad_dtype:
             problems.append(bad_dtype)
             continue
         rtol, atol = ctx.tolerance("values", want_dtype)
-        diff = describe_mismatch(got, expected, rtol, atol, what=f"case {case['name']!r}")
+        diff = describe_mismatch(got, expected, rtol, atol, what=f"case {case['name']!r}",
+                                 ulps=ctx.ulps("values", want_dtype))
         worst = max(worst, max_abs_error(got, expected))
         if diff:
             problems.append(diff)
@@ -59,7 +75,7 @@ def check_native(ctx):
         return check_native_function(ctx, spec)
     cls = import_native(ctx, spec["class"])
     args = {k: ctx.contract.resolve_arg(v) for k, v in (spec.get("args") or {}).items()}
-    native = ctx.adapter.build(ctx.adapter.construct_native(cls, args), ctx.first_inputs())
+    native = ctx.in_dtype(ctx.adapter.build(ctx.adapter.construct_native(cls, args), ctx.build_inputs()))
     ours, state, unset = ctx.layer_at(inputs_mod.test_state(ctx.contract))
     native_names = ctx.adapter.trainable(native) | ctx.adapter.non_trainable(native)
     for slot, name in (spec.get("state") or {}).items():
@@ -108,9 +124,12 @@ def _compare_grad(ctx, label, got, expected, input_like, rule):
         return f"gradient for {label} has shape {list(g.shape)}, expected {list(np.shape(input_like))}"
     want_dtype = str(np.asarray(input_like).dtype) if isinstance(input_like, np.ndarray) else ctx.adapter.dtype_name(input_like)
     if str(g.dtype) != want_dtype:
-        return f"gradient for {label} has dtype {g.dtype}, expected {want_dtype}"
+        moved = _moved(str(g.dtype), want_dtype)
+        return (f"gradient for {label} has dtype {g.dtype}, expected {want_dtype}"
+                + (f" (the backward {moved} the gradient of a {want_dtype} value to {g.dtype})" if moved else ""))
     rtol, atol = ctx.tolerance("gradients", str(g.dtype))
-    diff = describe_mismatch(g, expected, rtol, atol, what=f"gradient for {label} vs the {rule}")
+    diff = describe_mismatch(g, expected, rtol, atol, what=f"gradient for {label} vs the {rule}",
+                             ulps=ctx.ulps("gradients", str(g.dtype)))
     if not diff:
         return None
     said = _pattern_hint(g, expected)
@@ -162,7 +181,7 @@ def _finite_difference(ctx, layer, inputs, idx, cotangent, rng, expected):
         return None, "this framework cannot cast the layer to float64"
     fn = ctx.callable(layer64)
     # every floating input, held-constant ones too: TF and MXNet refuse float32 * float64
-    x64 = [a.astype(np.float64) if i in idx or np.issubdtype(a.dtype, np.floating) else a
+    x64 = [a.astype(np.float64) if i in idx or is_floating(a.dtype) else a
            for i, a in enumerate(inputs)]
     out64, grads, _ = adapter.vjp(fn, layer64, x64, idx, cotangent.astype(np.float64))
     eps, why = _effective_epsilon(ctx, out64, expected)
@@ -256,7 +275,7 @@ def check_gradients(ctx):
         except Exception as exc:
             raise CheckFailed("; ".join(problems + [f"case {case['name']!r}: differentiating raised "
                                                      f"{unexpected_error(exc)}"])) from exc
-        ref = ref_vjp(cotangent, *[a.astype(np.float64) if np.issubdtype(a.dtype, np.floating) else a
+        ref = ref_vjp(cotangent, *[a.astype(np.float64) if is_floating(a.dtype) else a
                                    for a in inputs], **{**contract.constructor, **state}) if ref_vjp else {}
         for i in idx:
             bad = _compare_grad(ctx, f"input {names[i]!r} (case {case['name']!r})", grads[i], ref[names[i]],

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..dtypes import is_floating, is_inexact
 from .. import inputs as inputs_mod
 from ..compare import describe_mismatch, max_abs_error
 from .base import CheckFailed, CheckSkipped, type_name, unexpected_error
@@ -28,7 +29,7 @@ def check_composition(ctx):
     width = ctx.contract.composition.get("in_features") or inputs[0].shape[-1]
     layer = ctx.new_layer()
     container = adapter.sequential(layer, int(width))
-    x = inputs[0].astype(np.float32) if not np.issubdtype(inputs[0].dtype, np.floating) else inputs[0]
+    x = inputs[0].astype(np.float32) if not is_floating(inputs[0].dtype) else inputs[0]
     try:
         out = adapter.call(container, [x])
     except Exception as exc:
@@ -68,7 +69,7 @@ def check_serialization(ctx):
         inputs = ctx.case_inputs(case)
         a = ctx.output_numpy(ctx.run(layer, inputs))
         b = ctx.output_numpy(ctx.run(loaded, inputs), "the reloaded layer's output")
-        same = a.shape == b.shape and np.array_equal(a, b, equal_nan=np.issubdtype(a.dtype, np.inexact))
+        same = a.shape == b.shape and np.array_equal(a, b, equal_nan=is_inexact(a.dtype))
         if not same:
             diff = describe_mismatch(b, a, 0.0, 0.0, what="outputs after the round trip")
             problems.append(f"case {case['name']!r}: the reloaded layer is not bit-equal to the original: {diff}")
@@ -175,7 +176,7 @@ def check_device_parity(ctx):
                 continue
             rtol, atol = ctx.tolerance("device_parity", str(want.dtype))
             diff = describe_mismatch(got[what], want, rtol, atol, what=f"{what} on {device} vs cpu")
-            if got[what].shape == want.shape and np.issubdtype(want.dtype, np.inexact):
+            if got[what].shape == want.shape and is_inexact(want.dtype):
                 worst = max(worst, max_abs_error(got[what], want))
             if diff:
                 problems.append(diff)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..dtypes import is_floating
 from .. import inputs as inputs_mod
 from ..compare import describe_mismatch
 from .base import CheckFailed, CheckSkipped, unexpected_error
@@ -25,7 +26,7 @@ def _not_differentiable(fw: str) -> str:
 
 
 def _float64(a):
-    return a.astype(np.float64) if np.issubdtype(a.dtype, np.floating) else a
+    return a.astype(np.float64) if is_floating(a.dtype) else a
 
 
 def check_second_order(ctx):

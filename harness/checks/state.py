@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..dtypes import is_floating
 from .. import inputs as inputs_mod
 from .base import CheckBlocked, CheckFailed, CheckSkipped
 from .common import untracked_for
@@ -138,7 +139,7 @@ def check_buffers(ctx):
         out = ctx.run(layer, inputs)
         ct = np.ones(ctx.output_numpy(out).shape)
         _, _, state_grads = adapter.vjp(layer, layer, inputs, [i for i, a in enumerate(inputs)
-                                                               if np.issubdtype(a.dtype, np.floating)], ct)
+                                                               if is_floating(a.dtype)], ct)
         for slot, name in present:
             if state_grads.get(name) is not None:
                 problems.append(f"a gradient reached non-trainable slot {slot!r} ({name!r})")

@@ -192,7 +192,7 @@ def updated_expectations(expectations: list[Expectation], records: list[Record])
     for r in sorted(records, key=Record.key):
         if r.failing and not any(e.matches(r) and r.outcome in e.outcomes for e in kept):
             first = first_line(r.message) or r.outcome
-            added.append({**dict(zip(KEY_FIELDS, r.key())), "expected": "fail",
+            added.append({**{k: v for k, v in zip(KEY_FIELDS, r.key()) if v}, "expected": "fail",
                           "reason": f"recorded by --update-expectations on {today}: {first}"})
     entries = [e.as_yaml() for e in kept] + added
     return entries, {"kept": len(kept), "dropped": len(dropped), "added": len(added)}

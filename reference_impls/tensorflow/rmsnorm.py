@@ -11,8 +11,11 @@ class RMSNorm(tf.keras.layers.Layer):
         self.gain = self.add_weight(name="gain", shape=[X_shape[-1]], initializer="ones")
 
     def call(self, X):
-        rms = tf.math.rsqrt(tf.reduce_mean(X ** 2, axis=-1, keepdims=True) + self.eps)
-        return self.gain * X * rms
+        # the statistic in float32 at least (the contract's accumulate: float32): in 16 bits a mean
+        # square underflows and loses its digits
+        X32 = tf.cast(X, tf.float32) if X.dtype in (tf.float16, tf.bfloat16) else X
+        rms = tf.math.rsqrt(tf.reduce_mean(X32 ** 2, axis=-1, keepdims=True) + self.eps)
+        return self.gain * tf.cast(X32 * rms, X.dtype)
 
 
 IMPL = RMSNorm

@@ -14,8 +14,11 @@ class RMSNorm(tf.keras.layers.Layer):
             if self.use_bias else None
 
     def call(self, X):
-        rms = tf.math.rsqrt(tf.reduce_mean(X ** 2, axis=-1, keepdims=True) + self.eps)
-        Y = self.gain * X * rms
+        # the statistic in float32 at least (the contract's accumulate: float32): in 16 bits a mean
+        # square underflows and loses its digits
+        X32 = tf.cast(X, tf.float32) if X.dtype in (tf.float16, tf.bfloat16) else X
+        rms = tf.math.rsqrt(tf.reduce_mean(X32 ** 2, axis=-1, keepdims=True) + self.eps)
+        Y = self.gain * tf.cast(X32 * rms, X.dtype)
         return Y if self.bias is None else Y + self.bias
 
 

@@ -17,6 +17,7 @@ class Mutant:
     message: str       # a fragment its failure message must contain (names the mistake)
     also: tuple = ()   # other checks the mistake really breaks: they must fail too (independent axes)
     blocked: tuple = ()  # checks that cannot judge the layer because of it: reported blocked, not failed
+    dtype: str | None = None  # run in this dtype of the contract's ``dtypes`` (its per-dtype checks only)
 
     @property
     def fails(self) -> frozenset:
@@ -25,11 +26,12 @@ class Mutant:
 
     @property
     def target(self) -> tuple:
-        return self.framework, self.contract, self.impl
+        return (self.framework, self.contract, self.impl) + ((self.dtype,) if self.dtype else ())
 
     @property
     def id(self):
-        return f"{self.framework}-{self.contract}-{self.impl.rpartition(':')[2]}-{self.check}"
+        return f"{self.framework}-{self.contract}-{self.impl.rpartition(':')[2]}-{self.check}" \
+            + (f"-{self.dtype}" if self.dtype else "")
 
 
 def modules(framework: str) -> list[str]:

@@ -431,3 +431,42 @@ MUTANTS += [
     Mutant("tensorflow", "rmsnorm", f"{M}:RMSNormDropsDtype", "mixed_precision",
            "the layer's compute dtype is float32, not float16"),
 ]
+
+
+# --- dtypes (the rmsnorm contract's dtypes) --------------------------------------------------------
+
+import tensorflow as _tf  # noqa: E402
+import keras as _keras  # noqa: E402
+
+
+class RMSNormGradDtype(_keras.layers.Layer):
+    """Right values; a custom gradient that hands back the input's gradient in float32 whatever the
+    input's dtype (tf.custom_gradient passes it on as it is)."""
+    def __init__(self, eps=1e-6, **kwargs):
+        super().__init__(**kwargs)
+        self.eps = eps
+
+    def build(self, X_shape):
+        self.gain = self.add_weight(name="gain", shape=[X_shape[-1]], initializer="ones")
+
+    def call(self, X):
+        eps = self.eps
+
+        @_tf.custom_gradient
+        def normalize(X):
+            X32 = _tf.cast(X, _tf.float32)
+            rms = _tf.math.rsqrt(_tf.reduce_mean(X32 ** 2, axis=-1, keepdims=True) + eps)
+
+            def grad(g):
+                g = _tf.cast(g, _tf.float32)
+                d = _tf.cast(_tf.shape(X32)[-1], _tf.float32)
+                return rms * g - X32 * rms ** 3 * _tf.reduce_sum(g * X32, axis=-1, keepdims=True) / d
+            return _tf.cast(X32 * rms, X.dtype), grad
+        return self.gain * normalize(X)
+
+
+MUTANTS += [
+    Mutant(F, "rmsnorm", "tests.mutants.tensorflow_contracts:RMSNormGradDtype", "gradients",
+           "has dtype float32, expected bfloat16 (the backward promotes the gradient of a bfloat16 value to float32)",
+           dtype="bfloat16"),
+]

@@ -498,3 +498,40 @@ class RMSNormStoresBf16Gain(nn.Module):
 MUTANTS += [
     Mutant("torch", "rmsnorm", f"{M}:RMSNormStoresBf16Gain", "mixed_precision", "'gain' is bfloat16, not float32"),
 ]
+
+
+# --- dtypes (the rmsnorm contract's dtypes: bfloat16, float16, float64) ------------------------
+
+class RMSNormPromotes(nn.Module):
+    """Upcasts for the statistic and never casts back: a bfloat16 input gives a float32 output."""
+    def __init__(self, d, eps=1e-6):
+        super().__init__()
+        self.gain = nn.Parameter(torch.ones(d))
+        self.eps = eps
+
+    def forward(self, X):
+        X32 = X.float()
+        return self.gain.float() * X32 * X32.pow(2).mean(-1, keepdim=True).add(self.eps).rsqrt()
+
+
+class RMSNorm16BitStatistic(nn.Module):
+    """The mean square in the input's own 16-bit dtype: x^2 of a row near eps underflows in float16."""
+    def __init__(self, d, eps=1e-6):
+        super().__init__()
+        self.gain = nn.Parameter(torch.ones(d))
+        self.eps = eps
+
+    def forward(self, X):
+        return self.gain * X * X.pow(2).mean(-1, keepdim=True).add(self.eps).rsqrt()
+
+
+MUTANTS += [
+    Mutant("torch", "rmsnorm", f"{M}:RMSNormPromotes", "values",
+           "dtype float32, expected bfloat16 (the output is float32 for bfloat16 inputs: the layer promotes it)",
+           dtype="bfloat16"),
+    Mutant("torch", "rmsnorm", f"{M}:RMSNorm16BitStatistic", "values", "case 'edge_rows': mismatched elements",
+           dtype="float16", also=("properties",), blocked=("native", "gradients")),
+    # no torch mutant returns a gradient in the wrong dtype: autograd casts what a custom backward returns
+    # to its input's dtype (torch/csrc/autograd/engine.cpp, validate_outputs), so the mistake cannot happen
+
+]
