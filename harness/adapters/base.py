@@ -108,6 +108,17 @@ class Adapter:
         """The user's layer from the contract's constructor arguments (adapters add e.g. rngs)."""
         return construct(factory, kwargs)
 
+    def built_with(self, impl, constructor: dict | None, inputs: list, assign: dict | None = None):
+        """``(impl, layer)``: ``impl`` (an object or ``module:attr``) and, given ``constructor``, a layer of it
+        built on ``inputs`` with the ``assign`` state set (None for a function)."""
+        impl = import_spec(impl) if isinstance(impl, str) else impl
+        if constructor is None:
+            return impl, None
+        layer = self.build(self.construct(impl, constructor), inputs)
+        for name, value in (assign or {}).items():
+            self.assign(layer, name, value)
+        return impl, layer
+
     # -- state -------------------------------------------------------------------------
     def trainable(self, layer) -> dict[str, Any]:
         raise NotImplementedError

@@ -393,12 +393,7 @@ class FrameworkAdapter(Adapter):
             except mx.base.MXNetError as exc:
                 raise Unsupported(f"this CPU has no bfloat16 kernels for MXNet's oneDNN "
                                   f"({str(exc).splitlines()[0][:120]})") from None
-        impl = import_spec(impl) if isinstance(impl, str) else impl
-        layer = self.construct(impl, constructor) if constructor is not None else None
-        if layer is not None:
-            self.build(layer, inputs)
-            for name, value in (assign or {}).items():
-                self.assign(layer, name, value)
+        impl, layer = self.built_with(impl, constructor, inputs, assign)
         fn = layer if layer is not None else self.as_callable(impl)
         args = [_array(a) for a in inputs]
         for i in wrt:

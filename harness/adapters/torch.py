@@ -297,12 +297,8 @@ class FrameworkAdapter(Adapter):
         return [{"policy": self._AUTOCAST, "variables": "float32", "compute": "bfloat16", "output": None}]
 
     def mixed_precision_run(self, impl, constructor, inputs, policy, assign=None, cotangent=None, wrt=()):
-        impl = import_spec(impl) if isinstance(impl, str) else impl
-        layer = self.construct(impl, constructor) if constructor is not None else None
+        impl, layer = self.built_with(impl, constructor, inputs, assign)
         if layer is not None:
-            self.build(layer, inputs)
-            for name, value in (assign or {}).items():
-                self.assign(layer, name, value)
             layer.train(False)
         fn = layer if layer is not None else self.as_callable(impl)
         args = [self.tensor(a) for a in inputs]

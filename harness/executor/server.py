@@ -93,10 +93,7 @@ class Server:
         adapter = self.adapter
 
         def rebuild():
-            layer = adapter.build(adapter.construct(spec["impl"], spec["constructor"]), spec["inputs"])
-            for name, value in spec["assign"].items():
-                adapter.assign(layer, name, value)
-            return layer
+            return adapter.built_with(spec["impl"], spec["constructor"], spec["inputs"], spec["assign"])[1]
         return rebuild
 
     # -- requests ----------------------------------------------------------------------------
