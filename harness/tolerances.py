@@ -67,14 +67,14 @@ def ulps(contract, check: str, dtype: str) -> float:
 
 def spacing(expected, dtype: str) -> np.ndarray:
     """One ulp of ``dtype`` at each expected value (the gap to the next representable number)."""
-    info = _finfo(dtype)
+    info = finfo(dtype)
     e = np.abs(np.asarray(expected, dtype=np.float64))
     with np.errstate(divide="ignore"):
         exponent = np.floor(np.log2(np.where(e > 0, e, 1.0)))
     return np.maximum(np.exp2(exponent) * float(info.eps), float(info.smallest_subnormal))
 
 
-def _finfo(dtype: str):
+def finfo(dtype: str):
     if dtype == "bfloat16":
         import ml_dtypes
         return ml_dtypes.finfo(np_dtype(dtype))

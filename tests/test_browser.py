@@ -41,6 +41,23 @@ def test_matrix_renders_from_disk(report, tmp_path):
     assert "<img" not in dom and "&lt;img src=x onerror=" in dom   # the hostile command line, as text
 
 
+def test_a_dtype_is_a_row_of_its_own(tmp_path):
+    """rmsnorm's bfloat16 checks on torch draw a row with a dtype cell; the cases' own rows read blank there."""
+    from tests.test_report import _rec
+    bf16 = [_rec("rmsnorm", "reference_impls.torch.rmsnorm:IMPL", "torch", check, outcome, dtype="bfloat16",
+                 nodeid=f"specs/rmsnorm.yaml::rmsnorm[torch-cpu-bfloat16]::{check}")
+            for check, outcome in (("values", "failed"), ("gradients", "passed"))]
+    path = write_html(tmp_path / "dtypes.html", sample_doc(bf16))
+    dom = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path}", "--dump-dom", path.as_uri()],
+                         capture_output=True, text=True, timeout=120).stdout
+    assert 'data-ready="1"' in dom, "the page script did not finish"
+    assert "<th>dtype</th>" in dom
+    (row,) = re.findall(r'<tr data-dtype="bfloat16">(.*?)</tr>', dom)
+    assert '<th class="dtype">bfloat16</th>' in row and "s-failed" in row
+    assert len(re.findall(r'<button class="cell ', dom)) == 5       # the four above and the bfloat16 row's
+    assert '<th class="dtype"></th>' in dom                         # the cases' own dtype: a blank cell
+
+
 # --- interaction through selenium and the system chromedriver ------------------------------------
 
 @pytest.fixture(scope="module")

@@ -168,7 +168,7 @@ def test_cli_max_input_elements(tmp_path):
     proc = _pytest("--contract", "centered", "--max-input-elements", "31", cwd=tmp_path)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 3, out
-    assert "centered.yaml:12: cases[1].inputs.X.shape: 32 elements is more than the 31 allowed per input" in out
+    assert "centered.yaml:14: cases[1].inputs.X.shape: 32 elements is more than the 31 allowed per input" in out
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "inf", "nan", "1e300"])

@@ -81,11 +81,13 @@ def test_junit_names_and_counts_read_by_junitparser(project, workers):
     got = {(c.classname, c.name): _kind(c) for c in cases}
     records = json.loads((project / "out.json").read_text())["results"]
     # a blocked check is a skip in JUnit, with its "not run: blocked by ..." message
-    want = {(f"contracts.rmsnorm.rmsnorm[{r['impl'].rpartition(':')[2]}-torch-cpu]", r["check"]):
+    # rmsnorm declares dtypes: values runs again in each dtype it adds, a target of its own
+    want = {(f"contracts.rmsnorm.rmsnorm[{r['impl'].rpartition(':')[2]}-torch-cpu"
+             f"{'-' + r['dtype'] if r.get('dtype') else ''}]", r["check"]):
             "skipped" if r["outcome"] == "blocked" else r["outcome"] for r in records}
     want[("tests.test_mine", "test_mine")] = "passed"
     assert got == want
-    assert len(cases) == 2 * len(CHECKS) + 1
+    assert len(cases) == 2 * (len(CHECKS) + 3) + 1
     # the counts a CI service shows: one per failed check, the user's own test among the passes
     failed = sum(r["outcome"] == "failed" for r in records)
     # one mistake, one failure (the checks resting on it are blocked: skips with the reason)
@@ -99,3 +101,16 @@ def test_junit_names_and_counts_read_by_junitparser(project, workers):
     for case in cases:
         assert "::" not in case.name and "[" not in case.name and "]" not in case.name
         assert case.classname.count("[") == case.classname.count("]") <= 1
+
+
+@requires_torch
+def test_a_dtype_the_contract_adds_reads_in_the_testcase(tmp_path):
+    """centered declares dtypes: each added dtype is a testcase class of its own, the cases' own keeps its name."""
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    proc = pytest_run("--contract", "centered", "--framework", "torch", "--check", "values", "--junitxml",
+                      "junit.xml", "-o", "junit_family=xunit2", "-n", "0", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    _, cases = _cases(tmp_path / "junit.xml")
+    got = {(c.classname.rpartition(".")[2], c.name): _kind(c) for c in cases}
+    assert got == {(f"centered[torch-cpu{'-' + d if d else ''}]", "values"): "passed"
+                   for d in ("", "bfloat16", "float16", "float64")}

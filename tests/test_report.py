@@ -1,4 +1,5 @@
 """The HTML report and the command line (rendering only; tests/test_browser.py drives a browser)."""
+import importlib.util
 import json
 import re
 import subprocess
@@ -213,3 +214,26 @@ def test_the_page_draws_cells_with_the_same_words():
     from harness.report.html import COUNT_WORDS, LOOK
     data = embedded(render_html(buggy_doc()))
     assert data["look"] == LOOK and data["count_words"] == COUNT_WORDS
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch")
+def test_a_dtype_the_contract_adds_is_a_row_of_its_own(tmp_path):
+    """A small real run (centered, which declares dtypes, on torch): the bfloat16 checks are a row of their
+    own, keyed apart from the cases' own dtype, and their reproduction selects that dtype's target."""
+    from tests.test_plugin import pytest_run
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    proc = pytest_run("--contract", "centered", "--framework", "torch", "--check", "values", "--check",
+                      "parameters", "--conformance-json", "out.json", "--conformance-html", "out.html",
+                      "-n", "0", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    html = (tmp_path / "out.html").read_text()
+    data = embedded(html)
+    rows = {(c["dtype"], c["check"]): c for c in data["checks"]}
+    assert set(rows) == {("", "values"), ("", "parameters"), ("bfloat16", "values"), ("float16", "values"),
+                         ("float64", "values")}
+    bf16 = rows[("bfloat16", "values")]
+    assert bf16["status"] == "passed" and bf16["row"] == "reference"
+    assert "-k torch-cpu-bfloat16" in bf16["repro"] and "-k" not in rows[("", "values")]["repro"]
+    # the page draws a dtype column and keys a dtype's row apart (the cases' own keeps its 4-part key)
+    assert 'el("th", null, ["dtype"])' in html and "tr.dataset.dtype = r[2]" in html
+    assert "cellKey(c.contract, c.row, c.framework, c.device, c.dtype)" in html

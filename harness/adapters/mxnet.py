@@ -43,6 +43,13 @@ _NO_DTYPE = {"bfloat16": "MXNet 1.9.1 has no bfloat16 for Gluon layers: mx.nd.ar
                          "Block.cast and astype"}
 
 
+def _contexts(param) -> list:
+    try:
+        return param.list_ctx()
+    except (RuntimeError, AssertionError):  # not initialized yet: it will be, on the CPU by default
+        return [mx.cpu(0)]
+
+
 def _array(value, ctx=None, dtype=None):
     """An array of the kind the process uses (``mx.np`` after npx.set_np, else ``mx.nd``)."""
     value = np.asarray(value)
@@ -356,6 +363,12 @@ class FrameworkAdapter(Adapter):
             raise Unsupported(_NO_DTYPE[dtype])
         if not isinstance(layer, gluon.Block):
             return layer
+        dense = []
+        layer.apply(lambda b: dense.append(b) if isinstance(b, gluon.nn.Dense) else None)
+        if dtype == "float16" and dense and all(c.device_type == "cpu" for d in dense
+                                                for p in d.collect_params().values() for c in _contexts(p)):
+            raise Unsupported("MXNet 1.9.1's FullyConnected (gluon.nn.Dense) runs in float16 only through "
+                              "cuDNN, not on the CPU")
         # a hybridized block's cached op holds ctypes pointers that cannot be copied; it is
         # rebuilt on the next call
         layer.apply(lambda b: b._clear_cached_op() if isinstance(b, gluon.HybridBlock) else None)

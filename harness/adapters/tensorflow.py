@@ -189,8 +189,17 @@ class FrameworkAdapter(Adapter):
         return keras.Sequential([self._dense(width), layer, self._dense(2)])
 
     def nest(self, layer, dense=None):
-        # Keras's mode switch is the training= argument of the container's call (see call())
-        return keras.Sequential(([self._dense(dense[1])] if dense else []) + [layer])
+        # Keras's mode switch is the training= argument of the container's call (see call()). The
+        # container takes the layer's dtype policy: under the global one its deferred input would
+        # cast a float64 input to float32 on the way in
+        policy = getattr(layer, "dtype_policy", None)
+        previous = keras.config.dtype_policy()
+        if policy is not None:
+            keras.config.set_dtype_policy(policy)
+        try:
+            return keras.Sequential(([self._dense(dense[1])] if dense else []) + [layer])
+        finally:
+            keras.config.set_dtype_policy(previous)
 
     def manual_seed(self, seed):
         tf.random.set_seed(seed)
@@ -270,6 +279,8 @@ class FrameworkAdapter(Adapter):
     def to_dtype(self, layer, dtype):
         """A twin in ``dtype``: the same class rebuilt under that dtype policy, with the weights copied."""
         if not isinstance(layer, keras.layers.Layer):
+            return layer
+        if getattr(layer.dtype_policy, "name", None) == dtype:  # made in it (a container nest() built)
             return layer
         auto = getattr(getattr(layer, "_auto_config", None), "config", None)  # the constructor's arguments
         makers = [lambda: type(layer)(**{**auto, **({"dtype": dtype} if "dtype" in auto else {})})] \

@@ -191,7 +191,7 @@ class FrameworkAdapter(Adapter):
         if not out.requires_grad:
             input_grads = [None] * len(inputs)
         else:
-            ct = torch.as_tensor(np.asarray(cotangent)).to(dtype=out.dtype, device=out.device)
+            ct = self.tensor(cotangent).to(dtype=out.dtype, device=out.device)
             (out * ct).sum().backward()
             input_grads = [args[i].grad if i in wrt else None for i in range(len(inputs))]
         state_grads = {k: v.grad for k, v in state.items()}
@@ -212,7 +212,7 @@ class FrameworkAdapter(Adapter):
             for a, t in zip(inputs, tangents):
                 x = a if isinstance(a, torch.Tensor) else self.tensor(a)
                 if t is not None:
-                    x = fwAD.make_dual(x, torch.as_tensor(np.asarray(t)).to(x.dtype))
+                    x = fwAD.make_dual(x, self.tensor(t).to(x.dtype))
                 args.append(x)
             out = fn(*args)
             if not isinstance(out, torch.Tensor):
@@ -234,11 +234,11 @@ class FrameworkAdapter(Adapter):
             raise TypeError(f"the output is a {type(out).__name__}, not a torch.Tensor")
         if not out.requires_grad:
             return [None] * len(inputs)
-        ct = torch.as_tensor(np.asarray(cotangent)).to(dtype=out.dtype, device=out.device)
+        ct = self.tensor(cotangent).to(dtype=out.dtype, device=out.device)
         sources = [args[i] for i in wrt]
         # create_graph records the backward rule itself, so it can be differentiated again
         grads = torch.autograd.grad((out * ct).sum(), sources, create_graph=True, allow_unused=True)
-        dot = [(g * torch.as_tensor(np.asarray(directions[i])).to(g.dtype)).sum()
+        dot = [(g * self.tensor(directions[i]).to(g.dtype)).sum()
                for i, g in zip(wrt, grads) if g is not None and g.requires_grad]
         if not dot:  # a rule computed outside autograd (detached, numpy) gives constant gradients
             return [None] * len(inputs)
@@ -309,7 +309,7 @@ class FrameworkAdapter(Adapter):
             raise TypeError(f"the output is a {type(out).__name__}, not a torch.Tensor")
         if cotangent is not None and out.requires_grad:
             # the backward outside autocast, as torch's AMP recipe has it
-            (out * torch.as_tensor(np.asarray(cotangent)).to(out.dtype)).sum().backward()
+            (out * self.tensor(cotangent).to(out.dtype)).sum().backward()
         notes = []
         if inspect.isclass(impl) and issubclass(impl, torch.autograd.Function):
             decorated = hasattr(impl.forward, "__wrapped__")  # torch.amp.custom_fwd wraps it (functools.wraps)

@@ -24,6 +24,8 @@ def hoeffding_halfwidth(n: int, false_alarm: float) -> float:
 def _changed(y, x) -> str | None:
     if y.shape != x.shape:
         return f"shape {list(y.shape)} instead of {list(x.shape)}"
+    if y.dtype != x.dtype:
+        return f"dtype {y.dtype} instead of {x.dtype}"
     bad = ~((y == x) | (np.isnan(y) & np.isnan(x)))
     if not bad.any():
         return None

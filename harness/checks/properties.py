@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import inputs as inputs_mod
 from ..compare import describe_mismatch
+from ..tolerances import finfo
 from .base import CheckFailed, CheckSkipped
 from .optional import call_adapter, require
 
@@ -28,14 +29,15 @@ def _mean_zero(ctx, prop, i):
     dense = prop.get("after_dense")
     if dense:
         where = f"inside a Sequential after a dense layer {dense[0]} -> {dense[1]}"
-        out = ctx.adapter.call(call_adapter(ctx, "nest", layer, tuple(dense)), [x])
+        # the dense layer in the dtype the checks run in, as the layer is
+        out = ctx.adapter.call(ctx.in_dtype(call_adapter(ctx, "nest", layer, tuple(dense))), [x])
     else:
         where = "on the layer alone"
         out = ctx.run(layer, [x])
     y = ctx.output_numpy(out, f"the output {where}")
     ulps = float(prop.get("ulps", 64))
     scale = max(float(np.max(np.abs(x), initial=0.0)), float(np.max(np.abs(y), initial=0.0)))
-    bound = ulps * float(np.finfo(y.dtype).eps) * scale
+    bound = ulps * float(finfo(y.dtype.name).eps) * scale
     mean = float(np.mean(y.astype(np.float64)))
     if not abs(mean) <= bound:
         return None, (f"property mean_zero {where}: the output's mean is {mean:.4g}, beyond roundoff "

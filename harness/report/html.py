@@ -78,6 +78,8 @@ def repro_command(r, seed=None, bundled=None) -> str:
     if r.device and r.device != "cpu":
         args += ["--device", r.device]
     args += ["--check", r.check]
+    if r.dtype:   # the other dtypes' targets of the same check by their test id (pytest -k)
+        args += ["-k", r.target]
     if seed not in (None, 0):
         args += ["--seed", str(seed)]
     return " ".join(shlex.quote(str(a)) for a in args)
