@@ -112,6 +112,15 @@ CASES += [
      f"{TFC}:RMSNormComputeDtypeWeights"),
 ]
 
+# accumulation precision (accumulate: float32), in a 16-bit dtype (the row's 7th entry): a running sum kept in
+# that dtype, against squares rounded to float16 but summed in float32 (wrong on the long rows another way)
+CASES += [
+    ("accumulated_16bit", "torch", "rmsnorm_long_rows", "values", f"{TC}:RMSNormAccumulates16",
+     f"{TC}:RMSNorm16BitStatistic", "float16"),
+    ("accumulated_16bit", "mxnet", "rmsnorm_long_rows", "values", f"{MXC}:RMSNormAccumulates16",
+     f"{MXC}:RMSNormPromotes", "float16"),
+]
+
 
 def _ids(case):
     return f"{case[0]}-{case[1]}"
@@ -130,9 +139,9 @@ def session():
     s.close()
 
 
-def _message(session, framework, contract, check, impl) -> str:
+def _message(session, framework, contract, check, impl, dtype=None) -> str:
     c = load_contract(bundled_contracts()[contract])
-    ctx = context_for(c, impl, framework, session=session)
+    ctx = context_for(c, impl, framework, session=session, dtype=dtype)
     return run_check(ctx, check)
 
 
@@ -149,17 +158,19 @@ def test_every_hint_has_a_mutant_and_a_near_miss():
 
 @pytest.mark.parametrize("case", CASES, ids=[_ids(c) for c in CASES])
 def test_hint_on_mutant_and_not_on_near_miss(session, case):
-    hint_id, fw, contract, check, mutant, near = case
+    hint_id, fw, contract, check, mutant, near, *dtype = case
+    dtype = dtype[0] if dtype else None
     if not _framework_ok(fw):
         pytest.skip(f"{fw} is not installed here")
-    # the doubled surrogate's ratio; the compilers' names as the checks say them
-    values = {"scaled_gradient": {"ratio": "2"}}.get(hint_id, {})
+    # the doubled surrogate's ratio; the compilers' names as the checks say them; the row's dtype
+    values = {"scaled_gradient": {"ratio": "2"},
+              "accumulated_16bit": {"dtype": dtype, "accumulate": "float32"}}.get(hint_id, {})
     text = hint(hint_id, fw, **values) if "{compiler}" not in HINTS[hint_id].text else \
         HINTS[hint_id].text.split("{compiler}")[-1]
-    got = _message(session, fw, contract, check, mutant)
+    got = _message(session, fw, contract, check, mutant, dtype)
     assert got["outcome"] == "failed", got
     assert text.strip() in got["message"], got["message"]
-    other = _message(session, fw, contract, check, near)
+    other = _message(session, fw, contract, check, near, dtype)
     assert text.strip() not in other["message"], other["message"]
 
 

@@ -253,7 +253,9 @@ class FrameworkAdapter(Adapter):
     def assign(self, layer, name, value):
         var = self._variables(layer)[name]
         old = var[...]
-        var[...] = jax.device_put(np.asarray(value, dtype=old.dtype), old.sharding)
+        # a float64 layer's value: outside x64 device_put would round it to float32
+        with _x64(old.dtype == np.float64):
+            var[...] = jax.device_put(np.asarray(value, dtype=old.dtype), old.sharding)
 
     def serialized_state(self, layer):
         return {k: np.asarray(v) for k, v in _flat(nnx.to_pure_dict(nnx.state(layer, _SAVED))).items()}

@@ -205,6 +205,14 @@ HINTS: dict[str, Hint] = {h.id: h for h in (
              "tensorflow": "pass **kwargs (dtype among them) on to super().__init__(**kwargs), so that the "
                            "layer takes the dtype policy it is constructed with",
          }),
+    # --- dtypes ----------------------------------------------------------------------------------------
+    Hint("accumulated_16bit", ("values",),
+         "the contract declares accumulate, values fails in a 16-bit dtype, and on every failing case the "
+         "outputs are at least 4x closer to the reference with its statistics summed one term at a time in "
+         "that dtype than to the true reference (rmsnorm, rmsnorm_bias)",
+         text="The outputs match the reference with its statistics summed in {dtype}: the statistics were "
+              "accumulated in {dtype} (the contract requires {accumulate} accumulation: upcast before the "
+              "reduction)."),
     # Keras wraps any error of from_config in a TypeError that names get_config
     Hint("keras_config", ("export",), "loading the .keras file raised about 'get_config'",
          text="from_config passes get_config()'s entries to __init__ by keyword: get_config() must return every "
@@ -285,7 +293,8 @@ def recognize(ctx, state, outputs) -> str:
         for inputs, got in outputs:
             x64 = [np.asarray(a, dtype=np.float64) if is_floating(a.dtype) else a for a in inputs]
             try:
-                want = mistake.variant(*x64, **kw)
+                with np.errstate(all="ignore"):  # a zero row divides by zero where eps is dropped
+                    want = mistake.variant(*x64, **kw)
             except Exception:  # a variant that does not apply to these inputs
                 want = None
             if want is None or np.shape(want) != np.shape(got):
@@ -300,3 +309,59 @@ def recognize(ctx, state, outputs) -> str:
         if matched and differs:
             return hint(mistake.id)
     return ""
+
+
+# --- accumulation precision (``accumulate``), recognized by the same outputs ------------------------
+
+def _rms_accumulated_in(X, dtype, *, gain, eps, bias=None, **_):
+    """RMSNorm with mean(x^2) summed one term at a time in ``dtype`` (a running sum, as a hand-written
+    kernel keeps it); the rest in float64."""
+    x = np.asarray(X).astype(dtype)
+    total = np.add.accumulate(x * x, axis=-1, dtype=dtype)[..., -1:]
+    ms = (total / dtype.type(x.shape[-1])).astype(np.float64)
+    X = np.asarray(X, dtype=np.float64)
+    return _bias(X / np.sqrt(ms + eps) * gain, bias)
+
+
+LOW_ACCUMULATION = {"rmsnorm": _rms_accumulated_in, "rmsnorm_bias": _rms_accumulated_in}
+CLOSER = 4.0  # how much closer to the 16-bit-accumulated reference than to the true one
+
+
+def _distance(got, want) -> float:
+    """The largest absolute difference, a NaN or infinity against anything else counting as infinite."""
+    g, w = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        d = np.abs(g - w)
+    same = (g == w) | (np.isnan(g) & np.isnan(w))
+    return float(np.max(np.where(same, 0.0, np.where(np.isnan(d), np.inf, d)))) if d.size else 0.0
+
+
+def accumulated_low(ctx, state, outputs) -> str:
+    """Where the contract declares ``accumulate`` and a 16-bit output fails: the hint that its statistics
+    were accumulated in the 16-bit dtype, if every failing case's output is ``CLOSER`` times closer to the
+    reference with the statistics summed in that dtype than to the true one; else ''."""
+    from ..dtypes import HALF, np_dtype
+    need = ctx.contract.accumulate
+    variant = LOW_ACCUMULATION.get(ctx.contract.reference_module.rpartition(".")[2])
+    if not need or variant is None or not outputs:
+        return ""
+    kw = {**ctx.contract.constructor, **state}
+    _, forward, _ = ctx.contract.reference()
+    failing = 0
+    for inputs, got in outputs:
+        dtype = str(got.dtype)
+        if dtype not in HALF:
+            return ""
+        x64 = [np.asarray(a, dtype=np.float64) if is_floating(a.dtype) else a for a in inputs]
+        want = np.asarray(forward(*x64, **kw), dtype=np.float64)
+        if np.shape(want) != np.shape(got):
+            return ""
+        rtol, atol = ctx.tolerance("values", dtype)
+        if not describe_mismatch(got, want, rtol, atol, ulps=ctx.ulps("values", dtype)):
+            continue
+        failing += 1
+        with np.errstate(all="ignore"):
+            low = variant(*inputs, np_dtype(dtype), **kw)
+        if not CLOSER * _distance(got, low) <= _distance(got, want):
+            return ""
+    return hint("accumulated_16bit", dtype=dtype, accumulate=need) if failing else ""

@@ -59,8 +59,8 @@ def check_values(ctx):
         if diff:
             problems.append(diff)
     if problems:
-        from .mistakes import recognize
-        known = recognize(ctx, state, outputs)
+        from .mistakes import accumulated_low, recognize
+        known = recognize(ctx, state, outputs) or accumulated_low(ctx, state, outputs)
         raise CheckFailed("; ".join(problems) + (f". {known}" if known else ""), max_abs_error=worst)
     return {"max_abs_error": worst, **({"note": unset} if unset else {})}
 

@@ -466,3 +466,77 @@ class RMSNormParamsInDtype(nnx.Module):
 MUTANTS += [
     Mutant("jax", "rmsnorm", f"{M}:RMSNormParamsInDtype", "mixed_precision", "'gain' is bfloat16, not float32"),
 ]
+
+
+# --- dtypes (the rmsnorm contract's dtypes) --------------------------------------------------------
+
+class RMSNormPromotes(nnx.Module):
+    """Upcasts for the statistic and never casts back: a bfloat16 input gives a float32 output."""
+    def __init__(self, d, eps=1e-6):
+        self.gain = nnx.Param(jnp.ones(d))
+        self.eps = eps
+
+    def __call__(self, X):
+        X32 = X.astype(jnp.float32)
+        return self.gain[...].astype(jnp.float32) * X32 * jax.lax.rsqrt((X32 ** 2).mean(-1, keepdims=True) + self.eps)
+
+
+@jax.custom_vjp
+def _normalize_grad_float32(X, eps):
+    X32 = X.astype(jnp.float32)
+    return (X32 * jax.lax.rsqrt((X32 ** 2).mean(-1, keepdims=True) + eps)).astype(X.dtype)
+
+
+def _normalize_fwd(X, eps):
+    return _normalize_grad_float32(X, eps), (X, eps)
+
+
+def _normalize_bwd(res, g):
+    X, eps = res
+    X32, g = X.astype(jnp.float32), g.astype(jnp.float32)
+    rms = jax.lax.rsqrt((X32 ** 2).mean(-1, keepdims=True) + eps)
+    dX = rms * g - X32 * rms ** 3 * (g * X32).sum(-1, keepdims=True) / X.shape[-1]
+    return dX, None  # float32 whatever X's dtype: JAX lets a bwd rule's inexact cotangent differ in dtype
+
+
+_normalize_grad_float32.defvjp(_normalize_fwd, _normalize_bwd)
+
+
+class RMSNormGradDtype(nnx.Module):
+    """Right values; a custom VJP that hands back the input's gradient in float32 whatever the input's
+    dtype: jax.custom_vjp passes an inexact cotangent of another dtype through as it is
+    (jax/_src/custom_derivatives.py, _temporary_dtype_exception)."""
+    def __init__(self, d, eps=1e-6):
+        self.gain = nnx.Param(jnp.ones(d))
+        self.eps = eps
+
+    def __call__(self, X):
+        return self.gain[...].astype(X.dtype) * _normalize_grad_float32(X, self.eps)
+
+
+class RMSNormAccumulates16(nnx.Module):
+    """Sums the squares one by one in the input's dtype (lax.scan: a running sum, as a hand-written kernel
+    keeps it; jnp.mean would accumulate bfloat16 in float32): in bfloat16 the sum stops growing once a
+    term is below 1/256 of it."""
+    def __init__(self, d, eps=1e-6):
+        self.gain = nnx.Param(jnp.ones(d))
+        self.eps = eps
+
+    def __call__(self, X):
+        sq = jnp.moveaxis(X * X, -1, 0)
+        total, _ = jax.lax.scan(lambda acc, col: (acc + col, None), jnp.zeros_like(sq[0]), sq)
+        ms = total[..., None] / X.shape[-1]
+        return self.gain[...].astype(X.dtype) * X * jax.lax.rsqrt(ms + jnp.asarray(self.eps, X.dtype))
+
+
+MUTANTS += [
+    Mutant("jax", "rmsnorm", f"{M}:RMSNormPromotes", "values",
+           "dtype float32, expected bfloat16 (the output is float32 for bfloat16 inputs: the layer promotes it)",
+           dtype="bfloat16"),
+    Mutant("jax", "rmsnorm", f"{M}:RMSNormGradDtype", "gradients",
+           "has dtype float32, expected bfloat16 (the backward promotes the gradient of a bfloat16 value to float32)",
+           dtype="bfloat16"),
+    Mutant("jax", "rmsnorm_long_rows", f"{M}:RMSNormAccumulates16", "values",
+           "the statistics were accumulated in bfloat16 (the contract requires float32 accumulation",
+           dtype="bfloat16"),
+]

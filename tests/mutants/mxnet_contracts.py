@@ -389,3 +389,49 @@ class RMSNormCastsUnderAMP(nn.Block):
 MUTANTS += [
     Mutant("mxnet", "rmsnorm", f"{M}:RMSNormCastsUnderAMP", "mixed_precision", "'gain' is float16, not float32"),
 ]
+
+
+# --- dtypes (the rmsnorm contract's dtypes; MXNet 1.9.1 has float16, no bfloat16) ---------------------
+
+class RMSNormPromotes(nn.Block):
+    """Upcasts for the statistic and never casts back: a float16 input gives a float32 output."""
+    def __init__(self, d, eps=1e-6, **kwargs):
+        super().__init__(**kwargs)
+        with self.name_scope():
+            self.gain = self.params.get('gain', shape=(d,), init=init.One())
+        self.eps = eps
+
+    def forward(self, X):
+        X32 = X.astype("float32")
+        rms = nd.sqrt((X32 ** 2).mean(axis=-1, keepdims=True) + self.eps)
+        return self.gain.data(X.context).astype("float32") * X32 / rms
+
+
+class RMSNormAccumulates16(nn.Block):
+    """Sums the squares one by one in the input's dtype (nd.cumsum keeps its running sum in the input's
+    dtype, as a hand-written kernel would): in float16 it overflows past 65504 and stops growing once a
+    term is below 1/2048 of it."""
+    def __init__(self, d, eps=1e-6, **kwargs):
+        super().__init__(**kwargs)
+        with self.name_scope():
+            self.gain = self.params.get('gain', shape=(d,), init=init.One())
+        self.eps = eps
+
+    def forward(self, X):
+        total = nd.cumsum(X * X, axis=X.ndim - 1).slice_axis(axis=-1, begin=-1, end=None)
+        return self.gain.data(X.context) * X / nd.sqrt(total / X.shape[-1] + self.eps)
+
+
+MUTANTS += [
+    Mutant("mxnet", "rmsnorm", f"{M}:RMSNormPromotes", "values",
+           "dtype float32, expected float16 (the output is float32 for float16 inputs: the layer promotes it)",
+           dtype="float16"),
+    Mutant("mxnet", "rmsnorm_long_rows", f"{M}:RMSNormAccumulates16", "values",
+           "the statistics were accumulated in float16 (the contract requires float32 accumulation",
+           dtype="float16"),
+    # no MXNet mutant returns a gradient in the wrong dtype: autograd writes an input's gradient into the
+    # buffer attach_grad allocated like the input (python/mxnet/ndarray/ndarray.py, attach_grad: zeros_like),
+    # so a Function's float32 gradient for a float16 input arrives as float16 (tried: it does). None runs in
+    # bfloat16 either: MXNet 1.9.1 has no bfloat16 for Gluon layers (harness/adapters/mxnet.py, _NO_DTYPE:
+    # the bfloat16 target reads n/a).
+]

@@ -470,3 +470,50 @@ MUTANTS += [
            "has dtype float32, expected bfloat16 (the backward promotes the gradient of a bfloat16 value to float32)",
            dtype="bfloat16"),
 ]
+
+
+class RMSNormPromotes(_keras.layers.Layer):
+    """Upcasts for the statistic and never casts back: a bfloat16 input gives a float32 output."""
+    def __init__(self, eps=1e-6, **kwargs):
+        super().__init__(**kwargs)
+        self.eps = eps
+
+    def build(self, X_shape):
+        self.gain = self.add_weight(name="gain", shape=[X_shape[-1]], initializer="ones")
+
+    def call(self, X):
+        X32 = _tf.cast(X, _tf.float32)
+        rms = _tf.math.rsqrt(_tf.reduce_mean(X32 ** 2, axis=-1, keepdims=True) + self.eps)
+        return _tf.cast(self.gain, _tf.float32) * X32 * rms
+
+
+@_tf.function(reduce_retracing=True)  # a graph loop: eager foldl runs 4096 Python steps per call
+def _running_sum(columns):
+    return _tf.foldl(lambda acc, col: acc + col, columns, initializer=_tf.zeros_like(columns[0]))
+
+
+class RMSNormAccumulates16(_keras.layers.Layer):
+    """Sums the squares one by one in the input's dtype (tf.foldl: a running sum, as a hand-written kernel
+    keeps it): in bfloat16 the sum stops growing once a term is below 1/256 of it."""
+    def __init__(self, eps=1e-6, **kwargs):
+        super().__init__(**kwargs)
+        self.eps = eps
+
+    def build(self, X_shape):
+        self.gain = self.add_weight(name="gain", shape=[X_shape[-1]], initializer="ones")
+
+    def call(self, X):
+        sq = _tf.reshape(X * X, [-1, _tf.shape(X)[-1]])
+        total = _running_sum(_tf.transpose(sq))
+        ms = _tf.reshape(total, _tf.concat([_tf.shape(X)[:-1], [1]], 0)) / _tf.cast(_tf.shape(X)[-1], X.dtype)
+        return self.gain * X * _tf.math.rsqrt(ms + _tf.cast(self.eps, X.dtype))
+
+
+MUTANTS += [
+    Mutant(F, "rmsnorm", "tests.mutants.tensorflow_contracts:RMSNormPromotes", "values",
+           "dtype float32, expected bfloat16 (the output is float32 for bfloat16 inputs: the layer promotes it)",
+           dtype="bfloat16"),
+    Mutant(F, "rmsnorm_long_rows", "tests.mutants.tensorflow_contracts:RMSNormAccumulates16", "values",
+           "the statistics were accumulated in bfloat16 (the contract requires float32 accumulation",
+           dtype="bfloat16"),
+]

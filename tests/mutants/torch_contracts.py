@@ -533,5 +533,33 @@ MUTANTS += [
            dtype="float16", also=("properties",), blocked=("native", "gradients")),
     # no torch mutant returns a gradient in the wrong dtype: autograd casts what a custom backward returns
     # to its input's dtype (torch/csrc/autograd/engine.cpp, validate_outputs), so the mistake cannot happen
+]
 
+
+def _sum_sequentially(terms):
+    """Adds the last axis's terms one by one in their own dtype, as a hand-written kernel's running sum
+    does (torch's own reductions accumulate 16-bit inputs in float32, so they would not show it)."""
+    acc = torch.zeros_like(terms[..., :1])
+    for j in range(terms.shape[-1]):
+        acc = acc + terms[..., j:j + 1]
+    return acc
+
+
+class RMSNormAccumulates16(nn.Module):
+    """Sums the squares in the input's dtype: in bfloat16 the running sum stops growing once a term is
+    below 1/256 of it, so long rows get a mean square far too small."""
+    def __init__(self, d, eps=1e-6):
+        super().__init__()
+        self.gain = nn.Parameter(torch.ones(d))
+        self.eps = eps
+
+    def forward(self, X):
+        ms = _sum_sequentially(X * X) / X.shape[-1]
+        return self.gain * X * (ms + self.eps).rsqrt()
+
+
+MUTANTS += [
+    Mutant("torch", "rmsnorm_long_rows", f"{M}:RMSNormAccumulates16", "values",
+           "the statistics were accumulated in bfloat16 (the contract requires float32 accumulation",
+           dtype="bfloat16"),
 ]
