@@ -213,6 +213,13 @@ class ConformanceRun:
                 broken.append(str(exc))
         if broken:
             pytest.exit("\n".join(broken), returncode=EXIT_CONTRACT_ERROR)
+        for t in self.targets:
+            contract = self.contracts[str(Path(t.contract_path).resolve())]
+            declared = [contract.default_dtype] + contract.extra_dtypes()
+            unknown = [d for d in (t.dtypes or ()) if d not in declared]
+            if unknown:
+                raise pytest.UsageError(f"binding {t.impl} -> {contract.name}: dtypes {', '.join(unknown)} are not "
+                                        f"among the contract's ({', '.join(declared)})")
         # The contracts' directories become collection arguments and pytest_ignore_collect passes only the
         # contract files inside them: given files as arguments, pytest re-collects a file's whole directory
         # once per file argument (quadratic in contracts). pytest collects a path reached twice once.
@@ -354,8 +361,11 @@ class ContractFile(pytest.File):
             impl = t.impl_label
             if labels.count(impl) > 1:
                 impl = t.impl.replace(":", ".")
+            extra = contract.extra_dtypes()
+            if t.dtypes is not None:
+                extra = [d for d in extra if d in t.dtypes]  # the cases' own dtype always runs
             for device in run.devices:
-                for dtype in [None] + contract.extra_dtypes():
+                for dtype in [None] + extra:
                     name = target_name(contract.name, None if t.bundled else impl, t.framework, device, dtype)
                     yield TargetNode.from_parent(self, name=name, target=t, contract=contract, device=device,
                                                  impl_label=impl, dtype=dtype)
@@ -543,8 +553,8 @@ def pytest_sessionfinish(session, exitstatus):
     # a --changed-since run that selected nothing: harness.gate decides the exit status and says why
     if run:
         run.close()
-    if not run or not run.active or _is_worker(session.config):
-        return
+    if not run or not run.active or _is_worker(session.config) or session.config.option.collectonly:
+        return  # (--collect-only runs nothing: there is nothing to account for or write)
     completeness = _account_for_the_plan(session, run)
     if any(r.usage_error for r in run.results) and session.exitstatus in (0, 1):
         session.exitstatus = pytest.ExitCode.USAGE_ERROR  # a binding that does not fit its layer

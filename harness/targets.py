@@ -34,6 +34,7 @@ class Target:
     state_map: dict = field(default_factory=dict)
     arg_map: dict = field(default_factory=dict)   # contract constructor argument -> the layer's own name
     file: str | None = None    # where the implementation's module was imported from, when known
+    dtypes: tuple | None = None  # a binding's narrowing of the contract's dtypes (None: all it declares)
 
     @property
     def impl_label(self) -> str:
@@ -445,6 +446,10 @@ def plan(contracts: list[str], impl: str | None, bindings: str | None, framework
         for i, e in enumerate(entries):
             if not isinstance(e, dict) or "contract" not in e or "impl" not in e:
                 raise UsageError(f"--bindings {bindings}: entry {i} needs 'contract' and 'impl'")
+            if "dtypes" in e and (not isinstance(e["dtypes"], list) or not e["dtypes"]
+                                  or not all(isinstance(d, str) for d in e["dtypes"])):
+                raise UsageError(f"--bindings {bindings}: entry {i}: 'dtypes' must be a non-empty list of dtype "
+                                 f"names (the contract's dtypes this layer is meant for)")
         targets = Targets()
         if changed_since:
             # only the layers a pull request touches; see select_changed for what counts
@@ -454,7 +459,8 @@ def plan(contracts: list[str], impl: str | None, bindings: str | None, framework
             fw, file = (e["framework"], None) if e.get("framework") else _framework_for(e["impl"], frameworks, pythons)
             targets.append(Target(str(find_contract(e["contract"])), e["impl"], fw, file=file,
                                   state_map={**state_map, **parse_state_map(e.get("state_map", []))},
-                                  arg_map={**arg_map, **parse_arg_map(e.get("arg_map", []))}))
+                                  arg_map={**arg_map, **parse_arg_map(e.get("arg_map", []))},
+                                  dtypes=tuple(e["dtypes"]) if "dtypes" in e else None))
         return targets
     if impl:
         if len(contracts) != 1:

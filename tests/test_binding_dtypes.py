@@ -1,0 +1,32 @@
+"""A binding may narrow a contract's dtypes to those its layer is meant for (a layer that computes in
+float32 whatever its input is not a float64 layer); naming a dtype the contract lacks is a usage error."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _collect(tmp_path, dtypes):
+    bindings = tmp_path / "bindings.yaml"
+    bindings.write_text(f'- {{contract: rmsnorm, impl: "reference_impls.torch.rmsnorm:IMPL", framework: torch, '
+                        f'dtypes: {dtypes}}}\n')
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--collect-only",
+                           f"--bindings={bindings}"], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+def test_a_binding_narrows_the_dtypes(tmp_path):
+    proc = _collect(tmp_path, "[float32, bfloat16]")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    targets = {line.split("::")[1] for line in proc.stdout.splitlines() if "::" in line}
+    assert targets == {"rmsnorm[IMPL-torch-cpu]", "rmsnorm[IMPL-torch-cpu-bfloat16]"}, targets
+
+
+def test_a_dtype_the_contract_does_not_declare_is_a_usage_error(tmp_path):
+    proc = _collect(tmp_path, "[float32, float8]")
+    assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "dtypes float8 are not among the contract's (float32, bfloat16, float16, float64)" in proc.stderr
