@@ -37,8 +37,10 @@ def pytest_addoption(parser):
                 help="map a contract state slot onto the layer's own name, e.g. gain=weight")
     g.addoption("--arg-map", action="append", default=[], metavar="ARG=NAME",
                 help="map a contract constructor argument onto the layer's own, e.g. d=dim")
+    g.addoption("--dtype", action="append", default=[], metavar="NAME",
+                help="run only these of a contract's dtypes (the cases' own always runs); repeatable")
     g.addoption("--bindings", metavar="FILE",
-                help="YAML list of {contract, impl[, framework, state_map, arg_map]}")
+                help="YAML list of {contract, impl[, framework, state_map, arg_map, dtypes]}")
     g.addoption("--conformance-json", metavar="PATH", help="write the results file here")
     g.addoption("--changed-since", metavar="REV",
                 help="with --bindings: only the entries whose implementation, a module it imports, its contract or "
@@ -64,6 +66,7 @@ def pytest_addoption(parser):
         ("conformance_device", "string", "default --device"),
         ("conformance_state_map", "linelist", "default --state-map values"),
         ("conformance_arg_map", "linelist", "default --arg-map values"),
+        ("conformance_dtype", "linelist", "default --dtype values"),
         ("conformance_bindings", "string", "default --bindings"),
         ("conformance_json", "string", "default --conformance-json"),
         ("conformance_seed", "string", "default --seed"),
@@ -213,6 +216,11 @@ class ConformanceRun:
                 broken.append(str(exc))
         if broken:
             pytest.exit("\n".join(broken), returncode=EXIT_CONTRACT_ERROR)
+        from .dtypes import FLOATS
+        self.dtypes = list(option(config, "dtype", "conformance_dtype") or [])
+        unknown = [d for d in self.dtypes if d not in FLOATS]
+        if unknown:
+            raise pytest.UsageError(f"--dtype {', '.join(unknown)}: known dtypes are {', '.join(FLOATS)}")
         for t in self.targets:
             contract = self.contracts[str(Path(t.contract_path).resolve())]
             declared = [contract.default_dtype] + contract.extra_dtypes()
@@ -362,8 +370,9 @@ class ContractFile(pytest.File):
             if labels.count(impl) > 1:
                 impl = t.impl.replace(":", ".")
             extra = contract.extra_dtypes()
-            if t.dtypes is not None:
-                extra = [d for d in extra if d in t.dtypes]  # the cases' own dtype always runs
+            wanted = t.dtypes if t.dtypes is not None else (run.dtypes or None)
+            if wanted is not None:
+                extra = [d for d in extra if d in wanted]  # the cases' own dtype always runs
             for device in run.devices:
                 for dtype in [None] + extra:
                     name = target_name(contract.name, None if t.bundled else impl, t.framework, device, dtype)

@@ -30,3 +30,12 @@ def test_a_dtype_the_contract_does_not_declare_is_a_usage_error(tmp_path):
     proc = _collect(tmp_path, "[float32, float8]")
     assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "dtypes float8 are not among the contract's (float32, bfloat16, float16, float64)" in proc.stderr
+
+
+def test_dtype_on_the_command_line_narrows_every_target(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--collect-only",
+                           "--contract", "centered", "--framework", "torch", "--dtype", "float16"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    targets = {line.split("::")[1] for line in proc.stdout.splitlines() if "::" in line}
+    assert targets == {"centered[torch-cpu]", "centered[torch-cpu-float16]"}, targets

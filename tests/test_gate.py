@@ -148,7 +148,7 @@ def _pytest(cwd, layer_source, *args):
     (cwd / "mylayers.py").write_text(layer_source)
     # --assert=plain: nothing here needs rewriting, and it halves the start-up time
     cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--assert=plain", "--contract", "centered",
-           "--impl", "mylayers:Centered", "--check", "parameters", "--check", "values", *args]
+           "--impl", "mylayers:Centered", "--check", "parameters", "--check", "values", "--dtype", "float32", *args]
     return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=300)
 
 

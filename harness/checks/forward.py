@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dtypes import is_floating
+from ..dtypes import is_floating, np_dtype
 from .. import inputs as inputs_mod
 from ..compare import describe_mismatch
 from .base import CheckFailed, CheckSkipped, unexpected_error
@@ -57,8 +57,8 @@ def check_forward_mode(ctx):
     first = contract.cases[0]["inputs"]
     for k, ex in enumerate(spec.get("worked_examples") or []):
         what = f"in worked example {k}" + (f" ({ex['description']})" if ex.get("description") else "")
-        x = [np.asarray(ex["inputs"][n], dtype=s["dtype"]) for n, s in first.items()]
-        t = [np.asarray(ex["tangents"][n], dtype=s["dtype"]) if n in ex["tangents"] else None
+        x = [np.asarray(ex["inputs"][n], dtype=np_dtype(s["dtype"])) for n, s in first.items()]
+        t = [np.asarray(ex["tangents"][n], dtype=np_dtype(s["dtype"])) if n in ex["tangents"] else None
              for n, s in first.items()]
         layer, state, _ = ctx.layer_at(state)
         out, tan = push(layer, x, t, what)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..adapters.base import Unsupported
-from ..dtypes import is_floating
+from ..dtypes import is_floating, np_dtype
 from .. import inputs as inputs_mod
 from ..compare import describe_mismatch, max_abs_error
 from .base import CheckFailed, CheckSkipped, unexpected_error
@@ -247,7 +247,7 @@ def check_gradients(ctx):
     for example in grads_spec.get("worked_examples") or []:
         names = list(contract.cases[0]["inputs"])
         dtypes = {n: s["dtype"] for n, s in contract.cases[0]["inputs"].items()}
-        x = [np.asarray(example["inputs"][n], dtype=dtypes[n]) for n in names]
+        x = [np.asarray(example["inputs"][n], dtype=np_dtype(dtypes[n])) for n in names]
         idx = [i for i, n in enumerate(names) if n in example["expected"]]
         layer, state, _ = ctx.layer_at(state)
         try:

@@ -5,6 +5,7 @@ import numpy as np
 
 from ..dtypes import is_floating
 from .. import inputs as inputs_mod
+from ..dtypes import np_dtype
 from .base import CheckBlocked, CheckFailed, CheckSkipped
 from .common import untracked_for
 from .mistakes import hint
@@ -131,7 +132,7 @@ def check_buffers(ctx):
             why = hint("not_persistent", adapter.name)
             problems.append(f"non-trainable slot {slot!r} ({name!r}) is not in the saved state"
                             + (f": {why}" if why else ""))
-        elif not np.array_equal(np.asarray(saved[name]).astype(spec["dtype"]), init[slot]):
+        elif not np.array_equal(np.asarray(saved[name]).astype(np_dtype(spec["dtype"])), init[slot]):
             problems.append(f"non-trainable slot {slot!r} does not hold its initial value")
     if present and not ctx.is_function:
         # no gradient may reach non-trainable state
