@@ -31,7 +31,7 @@ def run(tmp_path, *args):
     (tmp_path / "mylayer.py").write_text(LAYER)
     out = tmp_path / "results.json"
     proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--check", "values",
-                           "--check", "parameters", f"--conformance-json={out}", *args],
+                           "--check", "parameters", "--dtype", "float32", f"--conformance-json={out}", *args],
                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
     records = json.loads(out.read_text())["results"] if out.exists() else []
     return proc, records
