@@ -23,7 +23,7 @@ LAYER = textwrap.dedent("""\
             self.eps = eps
 
         def forward(self, x):
-            return self.gain * x * x.float().pow(2).mean(-1, keepdim=True).add(self.eps).rsqrt().to(x.dtype)
+            return self.gain * x * x.to(torch.promote_types(x.dtype, torch.float32)).pow(2).mean(-1, keepdim=True).add(self.eps).rsqrt().to(x.dtype)
 """)
 
 

@@ -26,7 +26,7 @@ def test_sigterm_mid_run_leaves_incomplete_results_that_say_so(tmp_path):
     bindings = _bindings(tmp_path, "reference_impls.torch.rmsnorm:IMPL", "tests.hostile.torch_hostile:Hangs")
     out = tmp_path / "results.json"
     journal = Path(str(out) + ".journal")
-    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--bindings", str(bindings),
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--dtype", "float32", "--bindings", str(bindings),
                              "--framework", "torch", "--check", "values", "--check", "parameters",
                              "--check-timeout", "120", "--conformance-json", str(out), "--rootdir", ROOT],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -59,7 +59,7 @@ def test_unwritable_report_path_does_not_cost_the_json(tmp_path):
     out = tmp_path / "results.json"
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("a file where the report's folder should be")
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--bindings", str(bindings),
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--dtype", "float32", "--bindings", str(bindings),
                            "--framework", "torch", "--check", "values", "--conformance-json", str(out),
                            "--conformance-html", str(blocker / "report.html"), "--rootdir", ROOT],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)

@@ -34,7 +34,7 @@ USER_LAYER = textwrap.dedent("""\
             self.eps = eps
 
         def forward(self, X):
-            return self.gain * X * X.float().pow(2).mean(-1, keepdim=True).add(self.eps).rsqrt().to(X.dtype)
+            return self.gain * X * X.to(torch.promote_types(X.dtype, torch.float32)).pow(2).mean(-1, keepdim=True).add(self.eps).rsqrt().to(X.dtype)
 
     class Broken(RMSNorm):
         def forward(self, X):

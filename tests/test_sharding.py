@@ -149,5 +149,7 @@ def test_remote_gateways_keep_ids_and_scheduling(tmp_path):
     assert _records(tmp_path / "remote.json") == _records(tmp_path / "local.json")
     workers = _workers(remote.stdout)
     assert set(workers) == {"torch", "tensorflow"}
-    assert all(len(w) == 1 for w in workers.values()), f"one framework per worker: {workers}"
+    # a worker keeps to the frameworks whose executors it started; only when its own run out does it help
+    # with another's: at most one framework is shared
+    assert sum(len(w) > 1 for w in workers.values()) <= 1, f"frameworks kept on a worker: {workers}"
     assert workers["torch"] != workers["tensorflow"]

@@ -32,7 +32,7 @@ class RMSNorm(nn.Module):
         self.gain = nn.Parameter(torch.ones(d))
 
     def forward(self, x):
-        return x * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + self.eps).to(x.dtype) * self.gain
+        return x * torch.rsqrt(x.to(torch.promote_types(x.dtype, torch.float32)).pow(2).mean(-1, keepdim=True) + self.eps).to(x.dtype) * self.gain
 '''
 
 
@@ -109,7 +109,9 @@ def test_wheel_in_a_fresh_venv_runs_the_readme_command(tmp_path, fresh_venv):
     for check in ("parameters", "serialization", "values", "native", "gradients", "properties"):
         assert outcomes.get(check) == "passed", (check, outcomes, out)
     assert "failed" not in outcomes.values() and "error" not in outcomes.values(), outcomes
-    assert all(r["nodeid"].endswith(f"rmsnorm[RMSNorm-torch-cpu]::{r['check']}") for r in results), results
+    assert all(r["nodeid"].endswith(f"rmsnorm[RMSNorm-torch-cpu{'-' + r['dtype'] if r.get('dtype') else ''}]::"
+                                    f"{r['check']}") for r in results), results
+    assert {r.get("dtype") for r in results} == {None, "bfloat16", "float16", "float64"}  # the contract's dtypes
 
     # a name that is no bundled contract: a usage error that says what to do
     proc, out = _run([pytest_cmd, "-p", "no:cacheprovider", "--contract", "nosuch", "--impl",
