@@ -5,6 +5,7 @@
     python benchmarks/bench.py --json out.json
     python benchmarks/bench.py --against REV   # only the matrix, side by side with commit REV (medians)
     python benchmarks/bench.py --opt-in        # only what each opt-in check adds to the matrix
+    python benchmarks/bench.py --dtypes        # only the matrix without and with the contracts' dtypes
 
 It prints:
   matrix      wall time of the bundled matrix under ``pytest -n 0`` and ``-n 2`` (subprocesses);
@@ -94,9 +95,10 @@ def pytest_unconfigure(config):
 """
 
 
-def matrix(frameworks: list[str], workers: str, out_dir: Path, root: Path = ROOT, checks=None) -> dict:
+def matrix(frameworks: list[str], workers: str, out_dir: Path, root: Path = ROOT, checks=None,
+           extra: tuple = ()) -> dict:
     """One run of the bundled matrix (of the checkout at ``root``; ``checks``: the --check list, default
-    the default checks). With -n 0 it is also taken apart: the time the checks' own calls took (pytest
+    the default checks; ``extra``: more pytest arguments). With -n 0 it is also taken apart: the time the checks' own calls took (pytest
     --durations, by framework) and what the rest of the process took."""
     (out_dir / "bench_timer.py").write_text(_TIMER_PLUGIN)
     timer = out_dir / f"timer-n{workers}.json"
@@ -106,6 +108,7 @@ def matrix(frameworks: list[str], workers: str, out_dir: Path, root: Path = ROOT
         cmd += ["--framework", fw]
     for check in checks or ():
         cmd += ["--check", check]
+    cmd += list(extra)
     outer: dict = {}
     wall, proc = _run(cmd, cwd=root, env={"PYTHONPATH": f"{root}{os.pathsep}{out_dir}", "BENCH_TIMER_OUT": str(timer)},
                       times=outer)
@@ -292,13 +295,17 @@ def against(rev: str, frameworks: list[str], rounds: int) -> dict:
         other = Path(tmp) / "rev"
         subprocess.run(["git", "worktree", "add", "--detach", str(other), rev], cwd=ROOT, check=True,
                        capture_output=True)
+        rev_lacks_dtypes = "--dtype" not in (other / "harness" / "plugin.py").read_text()
+        out["this_args"] = "--dtype float32" if rev_lacks_dtypes else ""
         try:
             walls: dict = {}
             for _ in range(rounds):
                 for label, root in (("this", ROOT), ("rev", other)):
                     for workers in ("0", "2"):
                         with tempfile.TemporaryDirectory() as scratch:
-                            m = matrix(frameworks, workers, Path(scratch), root=root)
+                            # this checkout in the cases' own dtypes only, like a commit from before dtypes
+                            m = matrix(frameworks, workers, Path(scratch), root=root,
+                                       extra=(("--dtype", "float32") if label == "this" and rev_lacks_dtypes else ()))
                         walls.setdefault((label, workers), []).append(m["wall_s"])
                         out.setdefault("summaries", {})[f"{label} -n {workers}"] = m["summary"]
         finally:
@@ -308,6 +315,25 @@ def against(rev: str, frameworks: list[str], rounds: int) -> dict:
                ratio_n0=med["this -n 0"] / med["rev -n 0"], ratio_n2=med["this -n 2"] / med["rev -n 2"],
                speedup_this=med["this -n 0"] / med["this -n 2"], speedup_rev=med["rev -n 0"] / med["rev -n 2"])
     return out
+
+
+def dtypes(frameworks: list[str], rounds: int) -> dict:
+    """The bundled matrix at -n 0 in the cases' own dtypes only (``--dtype float32``) and with every
+    dtype the contracts declare, run in turn: medians, checks run, and the time per check of each."""
+    import statistics
+    walls: dict = {"own dtype": [], "all dtypes": []}
+    summaries: dict = {}
+    for _ in range(rounds):
+        for label, extra in (("own dtype", ("--dtype", "float32")), ("all dtypes", ())):
+            with tempfile.TemporaryDirectory() as scratch:
+                m = matrix(frameworks, "0", Path(scratch), extra=extra)
+                records = json.loads((Path(scratch) / "results-n0.json").read_text())["results"]
+            walls[label].append(m["wall_s"])
+            summaries[label] = (m["summary"], len(records))
+    med = {k: statistics.median(v) for k, v in walls.items()}
+    return {"median_s": med, "walls": walls, "summaries": summaries,
+            "ratio": med["all dtypes"] / med["own dtype"],
+            "records_ratio": summaries["all dtypes"][1] / summaries["own dtype"][1]}
 
 
 def opt_in(frameworks: list[str]) -> dict:
@@ -330,6 +356,8 @@ def main(argv=None):
     ap.add_argument("--floor-only", help=argparse.SUPPRESS)
     ap.add_argument("--against", metavar="REV", help="only the bundled matrix, side by side with commit REV")
     ap.add_argument("--rounds", type=int, default=2, help="with --against: runs of each (medians)")
+    ap.add_argument("--dtypes", action="store_true",
+                    help="only the matrix (-n 0) in the cases' own dtypes and in every declared dtype, side by side")
     ap.add_argument("--opt-in", action="store_true", help="only what each opt-in check adds to the matrix (-n 0)")
     args = ap.parse_args(argv)
 
@@ -347,6 +375,17 @@ def main(argv=None):
               f"{a['speedup_this']:.2f}x, {args.against} {a['speedup_rev']:.2f}x")
         if args.json:
             Path(args.json).write_text(json.dumps(a, indent=2))
+        return 0
+    if args.dtypes:
+        d = dtypes(frameworks, args.rounds)
+        for k, v in d["median_s"].items():
+            summary, n = d["summaries"][k]
+            print(f"matrix -n 0, {k:<10} {v:7.1f} s (median of {args.rounds}: "
+                  f"{', '.join(f'{w:.1f}' for w in d['walls'][k])})   {n} records, {1000 * v / n:.0f} ms per record"
+                  f"   {summary}")
+        print(f"all dtypes / own dtype: {d['ratio']:.2f}x the time for {d['records_ratio']:.2f}x the records")
+        if args.json:
+            Path(args.json).write_text(json.dumps(d, indent=2))
         return 0
     if args.opt_in:
         o = opt_in(frameworks)

@@ -16,14 +16,18 @@ class Framework:
     dists: tuple[str, ...]   # distributions whose versions a results file records
     export_formats: tuple[str, ...] = ()  # what a contract's export.formats may name for it
     watched: tuple[str, ...] = ()  # top-level modules whose functions a layer must not replace (executor health)
+    # where a run that checks everything in one process (-n 0) puts this framework's targets: the quickest
+    # import first, so that the judge waits least for its first executor and the slower imports overlap
+    # earlier frameworks' checks (measured: flax 1.9 s, torch with Dynamo 3.2 s, tensorflow 6.2 s)
+    start_rank: int = 0
 
 
 FRAMEWORKS = {f.name: f for f in (
-    Framework("torch", "torch", ("torch",), ("torch.export", "torch.save", "state_dict"), ("torch",)),
+    Framework("torch", "torch", ("torch",), ("torch.export", "torch.save", "state_dict"), ("torch",), 1),
     Framework("tensorflow", "tensorflow", ("tensorflow", "tensorflow-cpu", "keras"), ("keras", "savedmodel"),
-              ("tensorflow", "keras")),
-    Framework("jax", "flax", ("jax", "jaxlib", "flax"), ("jax.export", "nnx"), ("jax", "flax")),
-    Framework("mxnet", "mxnet", ("mxnet",), ("gluon.export",), ("mxnet",)),
+              ("tensorflow", "keras"), 3),
+    Framework("jax", "flax", ("jax", "jaxlib", "flax"), ("jax.export", "nnx"), ("jax", "flax"), 0),
+    Framework("mxnet", "mxnet", ("mxnet",), ("gluon.export",), ("mxnet",), 2),
 )}
 
 

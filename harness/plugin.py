@@ -202,7 +202,7 @@ class ConformanceRun:
         if not (_is_worker(config) or config.getoption("numprocesses", None) or config.option.collectonly):
             # this process runs every check: its executors start now on a background thread, in the order the
             # targets need them, so that a framework's import overlaps validation, collection and earlier checks
-            self.session.prestart(dict.fromkeys(t.framework for t in self.targets))
+            self.session.prestart(sorted(dict.fromkeys(t.framework for t in self.targets), key=start_rank))
         self.by_path: dict[str, list] = {}
         for t in self.targets:
             self.by_path.setdefault(str(Path(t.contract_path).resolve()), []).append(t)
@@ -514,6 +514,24 @@ def _plan(run, nodeids):
         from .results import Journal
         run.journal = Journal(run.json_path)
         run.journal.plan(run.planned)
+
+
+def start_rank(framework: str) -> int:
+    from .frameworks import FRAMEWORKS
+    return FRAMEWORKS[framework].start_rank if framework in FRAMEWORKS else len(FRAMEWORKS)
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """With -n 0 the checks run framework by framework, in the order their executors start (see
+    ``Framework.start_rank``): one framework's checks run while the next one's executors import it.
+    Under xdist the scheduler (harness.scheduling) decides, and the order stays as collected."""
+    run = config.stash.get(_RUN_KEY, None)
+    if not (run and run.active) or _is_worker(config) or config.getoption("numprocesses", None):
+        return
+    slots = [i for i, item in enumerate(items) if isinstance(item, ConformanceItem)]
+    ours = sorted((items[i] for i in slots), key=lambda item: start_rank(item.parent.target.framework))
+    for i, item in zip(slots, ours):  # other items keep their places
+        items[i] = item
 
 
 @pytest.hookimpl(trylast=True)

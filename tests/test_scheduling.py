@@ -77,3 +77,23 @@ def test_a_worker_without_a_new_framework_helps_with_another():
     _drain(sched, nodes, collection)
     assert all(n.sent for n in nodes)
     assert sum(len(n.sent) for n in nodes) == len(collection)
+
+
+def test_one_process_runs_framework_by_framework_in_start_order():
+    """With -n 0 the checks run framework by framework, quickest import first: one framework's checks run
+    while the next framework's executors start (contract-major order made the first contract wait for
+    every framework's executors)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from harness.frameworks import FRAMEWORKS
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--collect-only", "-q",
+                           "-n", "0", "--dtype", "float32", "--framework", "torch", "--framework", "tensorflow",
+                           "--framework", "jax"], cwd=root, capture_output=True, text=True, timeout=300)
+    ids = [ln for ln in done.stdout.splitlines() if "::" in ln]
+    order = [i.split("[")[1].split("-")[0] for i in ids]
+    runs = [fw for n, fw in enumerate(order) if n == 0 or order[n - 1] != fw]
+    assert runs == sorted(set(order), key=lambda fw: FRAMEWORKS[fw].start_rank), runs
+    assert len(runs) == 3, done.stdout[-2000:]
