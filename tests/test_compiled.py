@@ -8,37 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from harness import adapters
 from harness.contract import bundled_contracts, load_contract
-from harness.executor import Session
 from harness.runner import context_for, run_check
 
 ROOT = Path(__file__).resolve().parent.parent
-MXNET_PYTHON = ROOT / ".venv-mxnet" / "bin" / "python"
-
-
-def _python(framework):
-    if framework == "mxnet":
-        if not MXNET_PYTHON.exists():
-            pytest.skip("no .venv-mxnet here")
-        return {"mxnet": str(MXNET_PYTHON)}
-    if not adapters.installed(framework):
-        pytest.skip(f"{framework} is not installed")
-    return {}
-
-
-@pytest.fixture(scope="module")
-def sessions():
-    made = {}
-
-    def get(framework):
-        key = framework
-        if key not in made:
-            made[key] = Session(_python(framework))
-        return made[key]
-    yield get
-    for s in made.values():
-        s.close()
 
 
 def _run(sessions, framework, contract, impl, backend=None):

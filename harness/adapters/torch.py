@@ -16,6 +16,21 @@ from .walk import walk_attributes
 _MODULE_INTERNALS = frozenset(vars(torch.nn.Module()))
 
 
+def _no_tqdm_monitor():
+    """torch.compile and torch.export open a (disabled) tqdm progress bar, and tqdm starts a monitor thread
+    for it that outlives the call: the executor would take it for a thread the layer left running and
+    start a fresh process for the next target. ``monitor_interval = 0`` is tqdm's own switch for that
+    thread; nothing else of tqdm changes."""
+    try:
+        import tqdm
+    except ImportError:
+        return
+    tqdm.tqdm.monitor_interval = 0
+
+
+_no_tqdm_monitor()
+
+
 class FrameworkAdapter(Adapter):
     name = "torch"
     module = "torch"

@@ -83,6 +83,7 @@ def check_compiled(ctx):
         mapping = ctx.slot_map(layer) if layer is not None else {}
         compiled = adapter.compile(ctx.callable(layer), layer, compiler)
         found: list[str] = []
+        said: dict[str, None] = {}  # each hint once per compiler, after the mismatches it explains
         calls = {"n": 0}
 
         def stats():
@@ -137,7 +138,8 @@ def check_compiled(ctx):
                     again = None
                     if what == "output":
                         again = _np(adapter, adapter.eager_call(ctx.callable(eager_layer), inputs))
-                    found.append(diff + _diagnose(compiler, what, g, w, again))
+                    found.append(diff)
+                    said[_diagnose(compiler, what, g, w, again).strip()] = None
             return got
 
         # every case, in evaluation mode, after a training-mode trace where the layer has modes
@@ -199,6 +201,7 @@ def check_compiled(ctx):
                 found.append(f"{compiler} recompiled {recompiles} times for two new batch sizes, more than the "
                              f"{max_recompiles} allowed (`compiled: {{max_recompiles: N}}`)"
                              + (f" (guards: {'; '.join(guards[:3])})" if guards else ""))
+        found += [h for h in said if h]
         final = stats()
         details[compiler] = {"traces": final["traces"], "graphs": final["graphs"],
                              "graph_breaks": sorted(set(final["breaks"])), "calls_compared": calls["n"]}

@@ -118,16 +118,17 @@ def _pattern_hint(got, expected) -> str:
 
 
 def _compare_grad(ctx, label, got, expected, input_like, rule):
+    """None where the gradient is right, else (what is wrong, the hint or '')."""
     if got is None:
-        return f"no gradient reached {label} (the framework returned None): it is cut off from the output"
+        return f"no gradient reached {label} (the framework returned None): it is cut off from the output", ""
     g = ctx.adapter.numpy(got) if not isinstance(got, np.ndarray) else got
     if tuple(g.shape) != tuple(np.shape(input_like)):
-        return f"gradient for {label} has shape {list(g.shape)}, expected {list(np.shape(input_like))}"
+        return f"gradient for {label} has shape {list(g.shape)}, expected {list(np.shape(input_like))}", ""
     want_dtype = str(np.asarray(input_like).dtype) if isinstance(input_like, np.ndarray) else ctx.adapter.dtype_name(input_like)
     if str(g.dtype) != want_dtype:
         moved = _moved(str(g.dtype), want_dtype)
         return (f"gradient for {label} has dtype {g.dtype}, expected {want_dtype}"
-                + (f" (the backward {moved} the gradient of a {want_dtype} value to {g.dtype})" if moved else ""))
+                + (f" (the backward {moved} the gradient of a {want_dtype} value to {g.dtype})" if moved else "")), ""
     rtol, atol = ctx.tolerance("gradients", str(g.dtype))
     diff = describe_mismatch(g, expected, rtol, atol, what=f"gradient for {label} vs the {rule}",
                              ulps=ctx.ulps("gradients", str(g.dtype)))
@@ -136,7 +137,12 @@ def _compare_grad(ctx, label, got, expected, input_like, rule):
     said = _pattern_hint(g, expected)
     if said and not np.any(g):  # the framework may know another way a rule's result gets lost
         said += hint("zero_gradient_framework", ctx.adapter.name)
-    return diff + said
+    return diff, said.strip()
+
+
+def _hinted(problems: list, hints: dict) -> list:
+    """The problems, then each distinct hint once (the same mistake shows on every case and slot)."""
+    return problems + [h for h in hints if h]
 
 
 _FLOAT64_LEVEL = 1e-12   # relative error of a layer that computes in float64 (measured ~1e-16)
@@ -243,6 +249,7 @@ def check_gradients(ctx):
     _, _, ref_vjp = contract.reference()
     state = inputs_mod.test_state(contract)
     problems, notes = [], []
+    hints: dict[str, None] = {}
 
     for example in grads_spec.get("worked_examples") or []:
         names = list(contract.cases[0]["inputs"])
@@ -261,7 +268,8 @@ def check_gradients(ctx):
             label = f"{names[i]!r} in the worked example{': ' + example['description'] if example.get('description') else ''}"
             bad = _compare_grad(ctx, label, grads[i], want, x[i], rule)
             if bad:
-                problems.append(bad)
+                problems.append(bad[0])
+                hints[bad[1]] = None
 
     rng = inputs_mod.rng_for(ctx.seed, contract.name, "gradients")
     for case in contract.cases:
@@ -276,15 +284,16 @@ def check_gradients(ctx):
         try:
             out, grads, state_grads = adapter.vjp(ctx.callable(layer), layer, inputs, idx, cotangent)
         except Exception as exc:
-            raise CheckFailed("; ".join(problems + [f"case {case['name']!r}: differentiating raised "
-                                                     f"{unexpected_error(exc)}"])) from exc
+            raise CheckFailed("; ".join(_hinted(problems, hints) + [f"case {case['name']!r}: differentiating raised "
+                                                                    f"{unexpected_error(exc)}"])) from exc
         ref = ref_vjp(cotangent, *[a.astype(np.float64) if is_floating(a.dtype) else a
                                    for a in inputs], **{**contract.constructor, **state}) if ref_vjp else {}
         for i in idx:
             bad = _compare_grad(ctx, f"input {names[i]!r} (case {case['name']!r})", grads[i], ref[names[i]],
                                 inputs[i], rule)
             if bad:
-                problems.append(bad)
+                problems.append(bad[0])
+                hints[bad[1]] = None
         for slot in slots:
             name = mapping.get(slot)
             if name is None:
@@ -298,7 +307,8 @@ def check_gradients(ctx):
             bad = _compare_grad(ctx, f"slot {slot!r} (case {case['name']!r})", state_grads.get(name), ref[slot],
                                 adapter.numpy(like), rule)
             if bad:
-                problems.append(bad)
+                problems.append(bad[0])
+                hints[bad[1]] = None
         problems += nondiff_probe(ctx, case, layer, inputs, cotangent, notes)
         if mode == "true" and grads_spec.get("finite_difference", True) and not problems:
             fd, why = _finite_difference(ctx, layer, inputs, idx, cotangent, rng, expected_out)
@@ -309,5 +319,5 @@ def check_gradients(ctx):
                 if why:
                     notes.append(f"case {case['name']!r}: {why}")
     if problems:
-        raise CheckFailed("; ".join(problems))
+        raise CheckFailed("; ".join(_hinted(problems, hints)))
     return {"notes": notes} if notes else None
