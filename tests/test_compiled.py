@@ -113,3 +113,11 @@ def test_compile_backend_option_reaches_the_check(tmp_path):
     import json
     (rec,) = json.loads(out.read_text())["results"]
     assert "torch.compile(backend='eager')" in rec["details"], rec
+
+
+def test_torch_compile_leaves_the_executor_clean_for_the_next_target(sessions):
+    """torch.compile patches torch.jit.trace, fx and the fused optimizers on its first use in a process: the
+    executor settles that before its fingerprint, so a correct layer's compiled check does not cost the next
+    target a fresh process (a framework import)."""
+    _run(sessions, "torch", "sign_ste", "reference_impls.torch.sign_ste:IMPL")
+    assert sessions("torch").layer["torch"].request("health") == []

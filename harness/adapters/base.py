@@ -48,7 +48,7 @@ class Adapter:
     module: str = ""          # the top-level module whose presence in sys.modules marks the framework
     cpu_device: str = "cpu"
     gpu_device: str = "cuda"  # this framework's name for the first CUDA device
-    settled_by: tuple = ()    # modules that patch the framework's own functions on first import (see executor)
+    settled_by: tuple = ()    # "module" or "module:attr" (called): the framework's own first-use patches (see executor)
 
     # -- detection and environment --------------------------------------------------------
     def implements(self, method: str) -> bool:

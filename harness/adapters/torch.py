@@ -31,10 +31,22 @@ def _no_tqdm_monitor():
 _no_tqdm_monitor()
 
 
+def _settle_compiler():
+    """What torch.compile patches on its first use in a process (TorchPatcher.patch, cached), done before
+    the executor's fingerprint; the default for distributions' argument validation, which it also turns
+    off, is put back, so that eager calls keep eager semantics."""
+    from torch._dynamo.eval_frame import TorchPatcher
+    validate = torch.distributions.Distribution._validate_args
+    TorchPatcher.patch()
+    torch.distributions.Distribution.set_default_validate_args(validate)
+
+
 class FrameworkAdapter(Adapter):
     name = "torch"
     module = "torch"
-    settled_by = ("torch._dynamo",)  # wraps torch.manual_seed when first imported
+    # torch._dynamo wraps torch.manual_seed when first imported; the first torch.compile wraps torch.jit.trace,
+    # fx's Tracer.trace and the fused optimizers (TorchPatcher.patch, run once per process)
+    settled_by = ("torch._dynamo", "harness.adapters.torch:_settle_compiler")
 
     def owns(self, obj) -> bool:
         if inspect.isclass(obj):

@@ -19,6 +19,19 @@ import threading
 from . import wire
 
 
+def _settle(adapter):
+    """Import, or call, what the adapter's ``settled_by`` names (``module`` or ``module:attr.attr``): the
+    framework's own first-use patches, made before the fingerprint so that only the code under test can
+    change it."""
+    for entry in getattr(adapter, "settled_by", ()):
+        name, _, attr = entry.partition(":")
+        obj = importlib.import_module(name)
+        if attr:
+            for part in attr.split("."):
+                obj = getattr(obj, part)
+            obj()
+
+
 class Server:
     def __init__(self, channel, config: dict):
         self.channel = channel
@@ -38,8 +51,7 @@ class Server:
                 # modules that replace the framework's own functions when first imported (torch._dynamo
                 # wraps torch.manual_seed): imported at start-up (off the checks' clock), before the
                 # fingerprint, so that only the code under test can change it
-                for name in getattr(self.adapter, "settled_by", ()):
-                    importlib.import_module(name)
+                _settle(self.adapter)
         self.objects: dict[int, object] = {}
         self.ids: dict[int, int] = {}
         self.pinned: set[int] = set()
@@ -153,8 +165,7 @@ class Server:
         """Import ``module:attr``; report what the import changed in process-global state and, for a
         layer, whether its constructor can take the contract's arguments."""
         if self.fingerprint is None:
-            for name in getattr(self.adapter, "settled_by", ()):  # imported at start-up by a layer executor
-                importlib.import_module(name)
+            _settle(self.adapter)  # done at start-up by a layer executor; a second time costs nothing
             self.fingerprint = _fingerprint()
         before = self._globals()
         obj = _resolve(spec)
