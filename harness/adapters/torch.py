@@ -16,26 +16,15 @@ from .walk import walk_attributes
 _MODULE_INTERNALS = frozenset(vars(torch.nn.Module()))
 
 
-def _no_tqdm_monitor():
-    """torch.compile and torch.export open a (disabled) tqdm progress bar, and tqdm starts a monitor thread
-    for it that outlives the call: the executor would take it for a thread the layer left running and
-    start a fresh process for the next target. ``monitor_interval = 0`` is tqdm's own switch for that
-    thread; nothing else of tqdm changes."""
-    try:
-        import tqdm
-    except ImportError:
-        return
-    tqdm.tqdm.monitor_interval = 0
-
-
-_no_tqdm_monitor()
-
-
 def _settle_compiler():
     """What torch.compile patches on its first use in a process (TorchPatcher.patch, cached), done before
     the executor's fingerprint; the default for distributions' argument validation, which it also turns
-    off, is put back, so that eager calls keep eager semantics."""
-    from torch._dynamo.eval_frame import TorchPatcher
+    off, is put back, so that eager calls keep eager semantics. A torch without TorchPatcher (a private
+    name) costs only a fresh process after a compiled check, so its absence is not an error."""
+    try:
+        from torch._dynamo.eval_frame import TorchPatcher
+    except ImportError:
+        return
     validate = torch.distributions.Distribution._validate_args
     TorchPatcher.patch()
     torch.distributions.Distribution.set_default_validate_args(validate)

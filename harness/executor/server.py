@@ -32,6 +32,18 @@ def _settle(adapter):
             obj()
 
 
+def _no_tqdm_monitor():
+    """tqdm starts a monitor thread with its first progress bar, and the thread outlives the bar. Frameworks
+    open (disabled) bars of their own (torch.compile and torch.export do), and the executor would take the
+    thread for one the layer left running and give the next target a fresh process. ``monitor_interval =
+    0`` is tqdm's own switch for that thread; nothing else of tqdm changes."""
+    import importlib.util
+    if importlib.util.find_spec("tqdm") is None:
+        return
+    import tqdm
+    tqdm.tqdm.monitor_interval = 0
+
+
 class Server:
     def __init__(self, channel, config: dict):
         self.channel = channel
@@ -42,6 +54,7 @@ class Server:
         if config.get("cwd"):
             os.chdir(config["cwd"])
         _limit_memory(config.get("memory_limit_gib"))
+        _no_tqdm_monitor()
         self.framework = config.get("framework")
         self.adapter = None
         if self.framework:
