@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from reference_impls.jax.rmsnorm import RMSNorm as _RMSNorm
 from reference_impls.jax.rmsnorm_bias import RMSNorm as _RMSNormBias
 from tests.mutants.catalogue import Mutant
 
@@ -470,12 +471,8 @@ MUTANTS += [
 
 # --- dtypes (the rmsnorm contract's dtypes) --------------------------------------------------------
 
-class RMSNormPromotes(nnx.Module):
+class RMSNormPromotes(_RMSNorm):
     """Upcasts for the statistic and never casts back: a bfloat16 input gives a float32 output."""
-    def __init__(self, d, eps=1e-6):
-        self.gain = nnx.Param(jnp.ones(d))
-        self.eps = eps
-
     def __call__(self, X):
         X32 = X.astype(jnp.float32)
         return self.gain[...].astype(jnp.float32) * X32 * jax.lax.rsqrt((X32 ** 2).mean(-1, keepdims=True) + self.eps)
@@ -502,26 +499,18 @@ def _normalize_bwd(res, g):
 _normalize_grad_float32.defvjp(_normalize_fwd, _normalize_bwd)
 
 
-class RMSNormGradDtype(nnx.Module):
+class RMSNormGradDtype(_RMSNorm):
     """Right values; a custom VJP that hands back the input's gradient in float32 whatever the input's
     dtype: jax.custom_vjp passes an inexact cotangent of another dtype through as it is
     (jax/_src/custom_derivatives.py, _temporary_dtype_exception)."""
-    def __init__(self, d, eps=1e-6):
-        self.gain = nnx.Param(jnp.ones(d))
-        self.eps = eps
-
     def __call__(self, X):
         return self.gain[...].astype(X.dtype) * _normalize_grad_float32(X, self.eps)
 
 
-class RMSNormAccumulates16(nnx.Module):
+class RMSNormAccumulates16(_RMSNorm):
     """Sums the squares one by one in the input's dtype (lax.scan: a running sum, as a hand-written kernel
     keeps it; jnp.mean would accumulate bfloat16 in float32): in bfloat16 the sum stops growing once a
     term is below 1/256 of it."""
-    def __init__(self, d, eps=1e-6):
-        self.gain = nnx.Param(jnp.ones(d))
-        self.eps = eps
-
     def __call__(self, X):
         sq = jnp.moveaxis(X * X, -1, 0)
         total, _ = jax.lax.scan(lambda acc, col: (acc + col, None), jnp.zeros_like(sq[0]), sq)

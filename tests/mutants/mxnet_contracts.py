@@ -8,6 +8,7 @@ from mxnet import autograd, init, nd  # noqa: E402
 from mxnet.gluon import nn  # noqa: E402
 
 from reference_impls.mxnet.causal_mask import CausalMask  # noqa: E402
+from reference_impls.mxnet.rmsnorm import RMSNorm as _RMSNorm  # noqa: E402
 from reference_impls.mxnet.rmsnorm_bias import RMSNorm as _RMSNormBias  # noqa: E402
 from tests.mutants.catalogue import Mutant  # noqa: E402
 
@@ -369,14 +370,8 @@ MUTANTS = [
 
 # --- mixed precision: parameters cast to float16 under AMP -------------------------------------
 
-class RMSNormCastsUnderAMP(nn.Block):
+class RMSNormCastsUnderAMP(_RMSNorm):
     """Casts itself to float16 when AMP is on ("to help AMP"): the float32 master weights are gone."""
-
-    def __init__(self, d, eps=1e-6, **kwargs):
-        super().__init__(**kwargs)
-        with self.name_scope():
-            self.gain = self.params.get('gain', shape=(d,), init=init.One())
-        self.eps = eps
 
     def forward(self, X):
         from mxnet.contrib.amp import amp
@@ -393,30 +388,18 @@ MUTANTS += [
 
 # --- dtypes (the rmsnorm contract's dtypes; MXNet 1.9.1 has float16, no bfloat16) ---------------------
 
-class RMSNormPromotes(nn.Block):
+class RMSNormPromotes(_RMSNorm):
     """Upcasts for the statistic and never casts back: a float16 input gives a float32 output."""
-    def __init__(self, d, eps=1e-6, **kwargs):
-        super().__init__(**kwargs)
-        with self.name_scope():
-            self.gain = self.params.get('gain', shape=(d,), init=init.One())
-        self.eps = eps
-
     def forward(self, X):
         X32 = X.astype("float32")
         rms = nd.sqrt((X32 ** 2).mean(axis=-1, keepdims=True) + self.eps)
         return self.gain.data(X.context).astype("float32") * X32 / rms
 
 
-class RMSNormAccumulates16(nn.Block):
+class RMSNormAccumulates16(_RMSNorm):
     """Sums the squares one by one in the input's dtype (nd.cumsum keeps its running sum in the input's
     dtype, as a hand-written kernel would): in float16 it overflows past 65504 and stops growing once a
     term is below 1/2048 of it."""
-    def __init__(self, d, eps=1e-6, **kwargs):
-        super().__init__(**kwargs)
-        with self.name_scope():
-            self.gain = self.params.get('gain', shape=(d,), init=init.One())
-        self.eps = eps
-
     def forward(self, X):
         total = nd.cumsum(X * X, axis=X.ndim - 1).slice_axis(axis=-1, begin=-1, end=None)
         return self.gain.data(X.context) * X / nd.sqrt(total / X.shape[-1] + self.eps)

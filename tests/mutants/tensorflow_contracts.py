@@ -8,6 +8,7 @@ import tensorflow as tf
 from tensorflow import keras
 
 from reference_impls.tensorflow.checkpointed_tanh_stack import CheckpointedTanhStack as _Stack
+from reference_impls.tensorflow.rmsnorm import RMSNorm as _RMSNorm
 from reference_impls.tensorflow.rmsnorm_bias import RMSNorm as _RMSNormBias
 from tests.mutants.catalogue import Mutant
 
@@ -436,19 +437,11 @@ MUTANTS += [
 # --- dtypes (the rmsnorm contract's dtypes) --------------------------------------------------------
 
 import tensorflow as _tf  # noqa: E402
-import keras as _keras  # noqa: E402
 
 
-class RMSNormGradDtype(_keras.layers.Layer):
+class RMSNormGradDtype(_RMSNorm):
     """Right values; a custom gradient that hands back the input's gradient in float32 whatever the
     input's dtype (tf.custom_gradient passes it on as it is)."""
-    def __init__(self, eps=1e-6, **kwargs):
-        super().__init__(**kwargs)
-        self.eps = eps
-
-    def build(self, X_shape):
-        self.gain = self.add_weight(name="gain", shape=[X_shape[-1]], initializer="ones")
-
     def call(self, X):
         eps = self.eps
 
@@ -472,15 +465,8 @@ MUTANTS += [
 ]
 
 
-class RMSNormPromotes(_keras.layers.Layer):
+class RMSNormPromotes(_RMSNorm):
     """Upcasts for the statistic and never casts back: a bfloat16 input gives a float32 output."""
-    def __init__(self, eps=1e-6, **kwargs):
-        super().__init__(**kwargs)
-        self.eps = eps
-
-    def build(self, X_shape):
-        self.gain = self.add_weight(name="gain", shape=[X_shape[-1]], initializer="ones")
-
     def call(self, X):
         X32 = _tf.cast(X, _tf.float32)
         rms = _tf.math.rsqrt(_tf.reduce_mean(X32 ** 2, axis=-1, keepdims=True) + self.eps)
@@ -492,16 +478,9 @@ def _running_sum(columns):
     return _tf.foldl(lambda acc, col: acc + col, columns, initializer=_tf.zeros_like(columns[0]))
 
 
-class RMSNormAccumulates16(_keras.layers.Layer):
+class RMSNormAccumulates16(_RMSNorm):
     """Sums the squares one by one in the input's dtype (tf.foldl: a running sum, as a hand-written kernel
     keeps it): in bfloat16 the sum stops growing once a term is below 1/256 of it."""
-    def __init__(self, eps=1e-6, **kwargs):
-        super().__init__(**kwargs)
-        self.eps = eps
-
-    def build(self, X_shape):
-        self.gain = self.add_weight(name="gain", shape=[X_shape[-1]], initializer="ones")
-
     def call(self, X):
         sq = _tf.reshape(X * X, [-1, _tf.shape(X)[-1]])
         total = _running_sum(_tf.transpose(sq))

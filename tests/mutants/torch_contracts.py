@@ -4,6 +4,7 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from reference_impls.torch.rmsnorm import RMSNorm as _RMSNorm
 from reference_impls.torch.rmsnorm_bias import RMSNorm as _RMSNormBias
 from tests.mutants.catalogue import Mutant
 
@@ -478,14 +479,9 @@ MUTANTS += [
 
 # --- mixed precision: variables stored in the compute dtype ------------------------------------
 
-class RMSNormStoresBf16Gain(nn.Module):
+class RMSNormStoresBf16Gain(_RMSNorm):
     """Under autocast it keeps the cast gain as its parameter ("cache the bf16 weight"): from then on the
     optimizer updates a bfloat16 weight. Right in float32, so only mixed_precision sees it."""
-
-    def __init__(self, d, eps=1e-6):
-        super().__init__()
-        self.gain = nn.Parameter(torch.ones(d))
-        self.eps = eps
 
     def forward(self, X):
         low = torch.get_autocast_dtype("cpu")
@@ -502,25 +498,15 @@ MUTANTS += [
 
 # --- dtypes (the rmsnorm contract's dtypes: bfloat16, float16, float64) ------------------------
 
-class RMSNormPromotes(nn.Module):
+class RMSNormPromotes(_RMSNorm):
     """Upcasts for the statistic and never casts back: a bfloat16 input gives a float32 output."""
-    def __init__(self, d, eps=1e-6):
-        super().__init__()
-        self.gain = nn.Parameter(torch.ones(d))
-        self.eps = eps
-
     def forward(self, X):
         X32 = X.float()
         return self.gain.float() * X32 * X32.pow(2).mean(-1, keepdim=True).add(self.eps).rsqrt()
 
 
-class RMSNorm16BitStatistic(nn.Module):
+class RMSNorm16BitStatistic(_RMSNorm):
     """The mean square in the input's own 16-bit dtype: x^2 of a row near eps underflows in float16."""
-    def __init__(self, d, eps=1e-6):
-        super().__init__()
-        self.gain = nn.Parameter(torch.ones(d))
-        self.eps = eps
-
     def forward(self, X):
         return self.gain * X * X.pow(2).mean(-1, keepdim=True).add(self.eps).rsqrt()
 
