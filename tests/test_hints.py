@@ -170,6 +170,8 @@ def test_hint_on_mutant_and_not_on_near_miss(session, case):
     got = _message(session, fw, contract, check, mutant, dtype)
     assert got["outcome"] == "failed", got
     assert text.strip() in got["message"], got["message"]
+    # said once, however many cases and slots show the mistake
+    assert got["message"].count(text.strip()) == 1, got["message"]
     other = _message(session, fw, contract, check, near, dtype)
     assert text.strip() not in other["message"], other["message"]
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..compare import describe_mismatch
 from .base import CheckFailed, CheckSkipped, unexpected_error
-from .mistakes import hint
+from .mistakes import Findings, hint
 from .optional import require
 
 DEFAULT_MAX_RECOMPILES = 2  # two new batch sizes are tried: one recompile each at most
@@ -75,7 +75,7 @@ def check_compiled(ctx):
     differentiate = contract.gradients.get("mode", "true") != "none"
     max_recompiles = spec.get("max_recompiles", DEFAULT_MAX_RECOMPILES)
     rng = inputs_mod.rng_for(ctx.seed, contract.name, "compiled")
-    details, problems = {}, []
+    details, problems = {}, Findings()  # each hint once, after all compilers' problems
 
     for compiler in adapter.compilers(ctx.compile_backend):
         eager_layer = ctx.new_layer(state)
@@ -83,7 +83,6 @@ def check_compiled(ctx):
         mapping = ctx.slot_map(layer) if layer is not None else {}
         compiled = adapter.compile(ctx.callable(layer), layer, compiler)
         found: list[str] = []
-        said: dict[str, None] = {}  # each hint once per compiler, after the mismatches it explains
         calls = {"n": 0}
 
         def stats():
@@ -106,7 +105,8 @@ def check_compiled(ctx):
                 why = ""
                 if any(k in text for k in _VALUE_ERRORS) or "Symbol" in text:
                     why = hint("compiled_reads_value")
-                found.append(f"{label}: under {compiler} the layer raises {text}.{why}")
+                found.append(f"{label}: under {compiler} the layer raises {text}.")
+                problems.say(why)
                 return None
             if differentiate and idx:
                 e_out, e_in, e_state = adapter.eager_vjp(ctx.callable(eager_layer), eager_layer, inputs, idx, ct)
@@ -139,7 +139,7 @@ def check_compiled(ctx):
                     if what == "output":
                         again = _np(adapter, adapter.eager_call(ctx.callable(eager_layer), inputs))
                     found.append(diff)
-                    said[_diagnose(compiler, what, g, w, again).strip()] = None
+                    problems.say(_diagnose(compiler, what, g, w, again))
             return got
 
         # every case, in evaluation mode, after a training-mode trace where the layer has modes
@@ -201,7 +201,6 @@ def check_compiled(ctx):
                 found.append(f"{compiler} recompiled {recompiles} times for two new batch sizes, more than the "
                              f"{max_recompiles} allowed (`compiled: {{max_recompiles: N}}`)"
                              + (f" (guards: {'; '.join(guards[:3])})" if guards else ""))
-        found += [h for h in said if h]
         final = stats()
         details[compiler] = {"traces": final["traces"], "graphs": final["graphs"],
                              "graph_breaks": sorted(set(final["breaks"])), "calls_compared": calls["n"]}
@@ -209,5 +208,5 @@ def check_compiled(ctx):
             details[compiler]["batch"] = f"not checked: {batch_note}"
         problems += found
     if problems:
-        raise CheckFailed("; ".join(problems), **details)
+        raise CheckFailed(problems.text(), **details)
     return details

@@ -221,6 +221,27 @@ HINTS: dict[str, Hint] = {h.id: h for h in (
 )}
 
 
+class Findings(list):
+    """A check's problems (texts, in order), each hint said once after them: the same mistake shows on every
+    case, slot, compiler and policy, and its hint need not."""
+
+    def __init__(self):
+        super().__init__()
+        self.hints: dict[str, None] = {}
+
+    def add(self, problem: str, said: str = ""):
+        """One problem, and the hint that explains it ('' for none)."""
+        self.append(problem)
+        self.say(said)
+
+    def say(self, said: str):
+        if said and said.strip():
+            self.hints[said.strip()] = None
+
+    def text(self) -> str:
+        return "; ".join(list(self) + list(self.hints))
+
+
 def hint(hint_id: str, framework: str | None = None, **values) -> str:
     """The text of one hint ('' where it has none for this framework)."""
     return HINTS[hint_id].render(framework, **values)

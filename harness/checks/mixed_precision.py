@@ -18,7 +18,7 @@ import numpy as np
 
 from ..compare import describe_mismatch
 from .base import CheckFailed, CheckSkipped, unexpected_error
-from .mistakes import hint
+from .mistakes import Findings, hint
 from .optional import require
 
 # (rtol, atol) of a 16-bit computation against the float32 run: 8 units in the last place (eps: 2**-10
@@ -81,7 +81,7 @@ def check_mixed_precision(ctx):
     if cotangent is not None and np.iscomplexobj(want):
         cotangent = None  # no real cotangent for a complex output: dtypes of the forward only
 
-    problems: list[str] = []
+    problems = Findings()  # each hint once, however many policies show the mistake
     for policy in runnable:
         name = policy["policy"]
         try:
@@ -105,20 +105,21 @@ def check_mixed_precision(ctx):
                 continue
             problems.append(f"under {name}: the layer raises {unexpected_error(exc)}")
             continue
-        found = _judge(ctx, policy, got, want, declared, names)
+        found = _judge(ctx, policy, got, want, declared, names, problems)
         details["policies"][name] = {"mechanism": got.get("mechanism", name), "output_dtype": got["output_dtype"],
                                      "variables": got.get("variables", {}), "gradients": got.get("gradients", {}),
                                      **({"notes": got["notes"]} if got.get("notes") else {})}
         problems += [f"under {name}: {f}" for f in found]
     if problems:
-        raise CheckFailed("; ".join(problems), **details)
+        raise CheckFailed(problems.text(), **details)
     if not any(isinstance(v, dict) for v in details["policies"].values()):
         from ..adapters.base import Unsupported
         raise Unsupported("; ".join(f"{k}: {v}" for k, v in details["policies"].items()))
     return details
 
 
-def _judge(ctx, policy, got, want, declared, names) -> list[str]:
+def _judge(ctx, policy, got, want, declared, names, hints: Findings) -> list[str]:
+    """What is wrong under one policy; the hints go to ``hints``, to be said once."""
     fw = ctx.adapter.name
     found: list[str] = []
     keep, compute = policy["variables"], policy["compute"]
@@ -126,12 +127,13 @@ def _judge(ctx, policy, got, want, declared, names) -> list[str]:
            if _floating(d) and d != declared.get(n, keep) and declared.get(n, keep) == keep]
     if low:
         found.append(f"variable(s) {', '.join(low)}, not {keep}: the layer creates or stores its weights in "
-                     f"the compute dtype, so the optimizer updates 16-bit weights; "
-                     f"{hint('mixed_variables_low', fw)}".rstrip("; "))
+                     f"the compute dtype, so the optimizer updates 16-bit weights")
+        hints.say(hint('mixed_variables_low', fw))
     said = got.get("compute_dtype")
     if policy.get("states_compute") and said is not None and said != compute:
         found.append(f"the layer's compute dtype is {said}, not {compute}: it did not take the policy "
-                     f"(its output is {got['output_dtype']}); {hint('mixed_policy_ignored', fw)}".rstrip("; "))
+                     f"(its output is {got['output_dtype']})")
+        hints.say(hint('mixed_policy_ignored', fw))
     out_dtype = got["output_dtype"]
     real = np.issubdtype(want.dtype, np.floating)  # a policy fixes floating outputs (complex, ints keep theirs)
     if policy.get("output") and real and out_dtype != policy["output"] and not (said is not None and said != compute):

@@ -11,7 +11,7 @@ from ..compare import describe_mismatch, max_abs_error
 from .base import CheckFailed, CheckSkipped, unexpected_error
 from .common import import_native, reference_forward
 from .functions import check_native_function, nondiff_probe
-from .mistakes import hint
+from .mistakes import Findings, hint
 
 
 _WIDTH = {"float16": 16, "bfloat16": 16, "float32": 32, "float64": 64}
@@ -140,11 +140,6 @@ def _compare_grad(ctx, label, got, expected, input_like, rule):
     return diff, said.strip()
 
 
-def _hinted(problems: list, hints: dict) -> list:
-    """The problems, then each distinct hint once (the same mistake shows on every case and slot)."""
-    return problems + [h for h in hints if h]
-
-
 _FLOAT64_LEVEL = 1e-12   # relative error of a layer that computes in float64 (measured ~1e-16)
 _NO_STEP_ABOVE = 1e-4    # coarser than this (bfloat16, float16) no step gives a meaningful difference
 
@@ -248,8 +243,7 @@ def check_gradients(ctx):
         if mode == "surrogate" else "reference derivative"
     _, _, ref_vjp = contract.reference()
     state = inputs_mod.test_state(contract)
-    problems, notes = [], []
-    hints: dict[str, None] = {}
+    problems, notes = Findings(), []
 
     for example in grads_spec.get("worked_examples") or []:
         names = list(contract.cases[0]["inputs"])
@@ -268,8 +262,7 @@ def check_gradients(ctx):
             label = f"{names[i]!r} in the worked example{': ' + example['description'] if example.get('description') else ''}"
             bad = _compare_grad(ctx, label, grads[i], want, x[i], rule)
             if bad:
-                problems.append(bad[0])
-                hints[bad[1]] = None
+                problems.add(*bad)
 
     rng = inputs_mod.rng_for(ctx.seed, contract.name, "gradients")
     for case in contract.cases:
@@ -284,16 +277,15 @@ def check_gradients(ctx):
         try:
             out, grads, state_grads = adapter.vjp(ctx.callable(layer), layer, inputs, idx, cotangent)
         except Exception as exc:
-            raise CheckFailed("; ".join(_hinted(problems, hints) + [f"case {case['name']!r}: differentiating raised "
-                                                                    f"{unexpected_error(exc)}"])) from exc
+            problems.append(f"case {case['name']!r}: differentiating raised {unexpected_error(exc)}")
+            raise CheckFailed(problems.text()) from exc
         ref = ref_vjp(cotangent, *[a.astype(np.float64) if is_floating(a.dtype) else a
                                    for a in inputs], **{**contract.constructor, **state}) if ref_vjp else {}
         for i in idx:
             bad = _compare_grad(ctx, f"input {names[i]!r} (case {case['name']!r})", grads[i], ref[names[i]],
                                 inputs[i], rule)
             if bad:
-                problems.append(bad[0])
-                hints[bad[1]] = None
+                problems.add(*bad)
         for slot in slots:
             name = mapping.get(slot)
             if name is None:
@@ -307,8 +299,7 @@ def check_gradients(ctx):
             bad = _compare_grad(ctx, f"slot {slot!r} (case {case['name']!r})", state_grads.get(name), ref[slot],
                                 adapter.numpy(like), rule)
             if bad:
-                problems.append(bad[0])
-                hints[bad[1]] = None
+                problems.add(*bad)
         problems += nondiff_probe(ctx, case, layer, inputs, cotangent, notes)
         if mode == "true" and grads_spec.get("finite_difference", True) and not problems:
             fd, why = _finite_difference(ctx, layer, inputs, idx, cotangent, rng, expected_out)
@@ -319,5 +310,5 @@ def check_gradients(ctx):
                 if why:
                     notes.append(f"case {case['name']!r}: {why}")
     if problems:
-        raise CheckFailed("; ".join(_hinted(problems, hints)))
+        raise CheckFailed(problems.text())
     return {"notes": notes} if notes else None

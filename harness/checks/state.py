@@ -8,7 +8,7 @@ from .. import inputs as inputs_mod
 from ..dtypes import np_dtype
 from .base import CheckBlocked, CheckFailed, CheckSkipped
 from .common import untracked_for
-from .mistakes import hint
+from .mistakes import Findings, hint
 
 
 def _no_state_for_functions(ctx):
@@ -36,7 +36,7 @@ def check_parameters(ctx):
     untracked = adapter.untracked(layer)
     mapping = ctx.slot_map(layer)
     init = inputs_mod.initial_state(contract)
-    problems = []
+    problems = Findings()  # each hint once, however many slots show the mistake
 
     for slot, spec in contract.trainable.items():
         shape = contract.shape(spec["shape"])
@@ -44,18 +44,18 @@ def check_parameters(ctx):
         if name is None or name not in trainable:
             loose = untracked_for(untracked, slot, shape)
             if loose:
-                problems.append(f"trainable slot {slot!r} is held as an untracked attribute "
-                                f"{', '.join(map(repr, loose))} ({untracked[loose[0]]}): the framework does not "
-                                f"see it, so no optimizer updates it; {hint('register_trainable', adapter.name)}")
+                problems.add(f"trainable slot {slot!r} is held as an untracked attribute "
+                             f"{', '.join(map(repr, loose))} ({untracked[loose[0]]}): the framework does not "
+                             f"see it, so no optimizer updates it", hint('register_trainable', adapter.name))
             elif name is not None:
-                problems.append(f"trainable slot {slot!r} is registered as non-trainable state ({name!r}): "
-                                f"gradients skip it and no optimizer updates it; {hint('make_trainable', adapter.name)}")
+                problems.add(f"trainable slot {slot!r} is registered as non-trainable state ({name!r}): "
+                             f"gradients skip it and no optimizer updates it", hint('make_trainable', adapter.name))
             else:
                 problems.append(f"trainable slot {slot!r} (shape {list(shape)}) is missing from the trainable set "
                                 f"{sorted(trainable) or '(empty)'}")
                 # registered under a name that neither its own nor a unique shape tells: only the user can say
                 if any(tuple(v.shape) == shape and n not in mapping.values() for n, v in trainable.items()):
-                    problems[-1] += f" (if one of those is it, {hint('state_map')})"
+                    problems.say(f"if one of the trainable names holds a slot the contract names, {hint('state_map')}")
             continue
         value = trainable[name]
         problems += _shape_dtype_problems(ctx, slot, spec, value)
@@ -76,8 +76,8 @@ def check_parameters(ctx):
         if nt_slot and buffers_run:
             theirs.append(f"{nt_slot!r} is registered as trainable")
         elif nt_slot:
-            problems.append(f"non-trainable slot {nt_slot!r} is registered as trainable ({name!r}): "
-                            f"{hint('counted_as_trainable', adapter.name)}; {hint('register_buffer', adapter.name)}")
+            problems.add(f"non-trainable slot {nt_slot!r} is registered as trainable ({name!r}): "
+                         f"{hint('counted_as_trainable', adapter.name)}", hint('register_buffer', adapter.name))
         else:
             problems.append(f"unexpected trainable state {name!r} (shape {list(trainable[name].shape)}) "
                             f"that the contract does not declare")
@@ -93,7 +93,7 @@ def check_parameters(ctx):
             problems.append(f"untracked tensor attribute {path!r} ({what}): invisible to the framework's "
                             f"parameter, device and serialization machinery")
     if problems:
-        raise CheckFailed("; ".join(problems))
+        raise CheckFailed(problems.text())
     if theirs:
         raise CheckBlocked("buffers", "; ".join(theirs))
 
@@ -110,21 +110,21 @@ def check_buffers(ctx):
     mapping = ctx.slot_map(layer)
     saved = adapter.serialized_state(layer)
     init = inputs_mod.initial_state(contract)
-    problems = []
+    problems = Findings()  # each hint once, however many slots show the mistake
     present = []
     for slot, spec in contract.non_trainable.items():
         shape = contract.shape(spec["shape"])
         name = mapping.get(slot)
         if name in trainable:
-            problems.append(f"non-trainable slot {slot!r} is registered as trainable ({name!r}): "
-                            f"{hint('counted_as_trainable', adapter.name)}; {hint('register_buffer', adapter.name)}")
+            problems.add(f"non-trainable slot {slot!r} is registered as trainable ({name!r}): "
+                         f"{hint('counted_as_trainable', adapter.name)}", hint('register_buffer', adapter.name))
             continue
         if name not in non_trainable:
             loose = untracked_for(untracked, slot, shape)
             where = (f"held as a plain attribute {', '.join(map(repr, loose))} ({untracked[loose[0]]})"
                      if loose else "missing from the layer's state")
-            problems.append(f"non-trainable slot {slot!r} is {where}: device moves and serialization skip it; "
-                            f"{hint('register_buffer', adapter.name)}")
+            problems.add(f"non-trainable slot {slot!r} is {where}: device moves and serialization skip it",
+                         hint('register_buffer', adapter.name))
             continue
         present.append((slot, name))
         problems += _shape_dtype_problems(ctx, slot, spec, non_trainable[name])
@@ -145,4 +145,4 @@ def check_buffers(ctx):
             if state_grads.get(name) is not None:
                 problems.append(f"a gradient reached non-trainable slot {slot!r} ({name!r})")
     if problems:
-        raise CheckFailed("; ".join(problems))
+        raise CheckFailed(problems.text())
