@@ -247,6 +247,8 @@ class ConformanceRun:
             from .runner import DEFAULT_MEMORY_LIMIT_GIB
             limit = self.config.getoption("memory_limit")
             self._session = Session(self.pythons, DEFAULT_MEMORY_LIMIT_GIB if limit is None else limit)
+            from .checks import FRESH_PROCESS
+            self._session.needs_fresh = bool(set(FRESH_PROCESS) & set(self.checks))
         return self._session
 
     def close(self):

@@ -49,6 +49,7 @@ class Adapter:
     cpu_device: str = "cpu"
     gpu_device: str = "cuda"  # this framework's name for the first CUDA device
     settled_by: tuple = ()    # "module" or "module:attr" (called): the framework's own first-use patches (see executor)
+    preloaded: tuple = ()     # framework modules a fresh executor's loaders import on first use (the zygote has them)
 
     # -- detection and environment --------------------------------------------------------
     def implements(self, method: str) -> bool:

@@ -36,6 +36,7 @@ class FrameworkAdapter(Adapter):
     # torch._dynamo wraps torch.manual_seed when first imported; the first torch.compile wraps torch.jit.trace,
     # fx's Tracer.trace and the fused optimizers (TorchPatcher.patch, run once per process)
     settled_by = ("torch._dynamo", "harness.adapters.torch:_settle_compiler")
+    preloaded = ("torch._dynamo", "torch._export.serde.serialize")
 
     def owns(self, obj) -> bool:
         if inspect.isclass(obj):

@@ -55,4 +55,8 @@ DEFAULT_CHECKS = [c for c in CHECKS if c not in OPT_IN]
 # so a dtype adds nothing there but their cost.
 PER_DTYPE = ("values", "native", "gradients", "forward_mode", "second_order", "properties", "modes")
 
-__all__ = ["CHECKS", "DEFAULT_CHECKS", "OPT_IN", "PER_DTYPE", "CheckContext", "CheckFailed", "CheckSkipped", "unexpected_error"]
+# The checks that load a layer in a fresh process (``CheckContext.fresh_adapter``): a run that includes one
+# starts each framework's zygote, the process fresh executors are forked from, with its other executors.
+FRESH_PROCESS = ("export", "mixed_precision")
+
+__all__ = ["CHECKS", "DEFAULT_CHECKS", "FRESH_PROCESS", "OPT_IN", "PER_DTYPE", "CheckContext", "CheckFailed", "CheckSkipped", "unexpected_error"]

@@ -17,6 +17,7 @@ from pathlib import Path
 from . import wire
 
 STARTUP_TIMEOUT = 300.0  # seconds for an executor to import its framework and say hello
+FORK_TIMEOUT = 60.0      # seconds for the zygote to fork a fresh executor
 POLL = 0.05              # seconds between looks at a running executor (deadline, memory)
 
 
@@ -82,11 +83,15 @@ class Rebuild:
 
 
 class Executor:
-    """One executor process: a framework's (``role`` "layer" or "native"), or numpy-only ("reference")."""
+    """One executor process: a framework's (``role`` "layer", "native", "fresh" or "zygote"), or numpy-only
+    ("reference"). With ``zygote`` (a "zygote" executor: the framework imported, nothing else), the process
+    is forked from it instead of started, and reached through an execnet socket gateway."""
 
     def __init__(self, role: str, framework: str | None = None, python: str | None = None,
-                 memory_limit_gib: float | None = None):
+                 memory_limit_gib: float | None = None, zygote: Executor | None = None):
         self.role, self.framework = role, framework
+        self.zygote = zygote
+        self.forked_pid: int | None = None
         self.python = python or sys.executable
         self.memory_limit_gib = memory_limit_gib
         self.gateway = self.channel = None
@@ -123,7 +128,8 @@ class Executor:
         import execnet
         root = str(Path(__file__).resolve().parents[2])  # the directory holding the harness package
         path = [os.getcwd(), root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-        self.gateway = execnet.makegateway(f"popen//python={self.python}")
+        self.hello, self.forked_pid = {}, None
+        self.gateway = execnet.makegateway(self._fork() if self.zygote is not None else f"popen//python={self.python}")
         self.channel = self.gateway.remote_exec("from harness.executor.server import serve; serve(channel)")
         # the harness package must be importable before the config arrives: it sits on PYTHONPATH
         self.channel.send({"path": path, "cwd": os.getcwd(), "framework": self.framework, "role": self.role,
@@ -133,6 +139,25 @@ class Executor:
         msg = self._receive(time.monotonic() + STARTUP_TIMEOUT, starting=True)
         self.hello = msg["hello"]
         self._limit_from_outside()
+
+    def _fork(self) -> str:
+        """A process forked by the zygote; the execnet spec that reaches it. The token, sent to the zygote
+        alone, is the gateway's id: the child serves only a connection whose bootstrap carries it."""
+        import secrets
+        token = secrets.token_hex(16)
+        for attempt in (1, 2):  # a zygote that died is started again, once
+            self.zygote.deadline = time.monotonic() + FORK_TIMEOUT
+            try:
+                forked = self.zygote.request("fork", token=token)
+                break
+            except (ExecutorLost, CheckTimeout):
+                self.zygote.kill()
+                if attempt == 2:
+                    raise
+            finally:
+                self.zygote.deadline = None
+        self.forked_pid = forked["pid"]
+        return f"socket=127.0.0.1:{forked['port']}//id={token}"
 
     def _limit_from_outside(self):
         import resource
@@ -146,7 +171,7 @@ class Executor:
 
     @property
     def pid(self) -> int | None:
-        return self.hello.get("pid")
+        return self.hello.get("pid") or self.forked_pid  # a forked process can be killed before its hello
 
     def kill(self):
         """End the process from outside: SIGKILL cannot be caught, ignored or delayed."""

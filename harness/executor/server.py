@@ -56,8 +56,13 @@ class Server:
         _limit_memory(config.get("memory_limit_gib"))
         _no_tqdm_monitor()
         self.framework = config.get("framework")
+        self.role = config.get("role")
         self.adapter = None
-        if self.framework:
+        if self.role == "zygote":
+            # the framework's modules and nothing else: no adapter, no operation (a framework that has run
+            # an op has thread pools, and a fork keeps only the forking thread)
+            _preload(self.framework)
+        elif self.framework:
             from harness.adapters import get_adapter  # an adapter module prepares its framework's import
             self.adapter = get_adapter(self.framework)
             if config.get("role") == "layer":
@@ -219,6 +224,30 @@ class Server:
             reasons.append("threads left running: " + ", ".join(threads))
         return reasons
 
+    def op_fork(self, token: str) -> dict:
+        """(The zygote.) A new executor process, forked from this one: it has imported the framework and
+        nothing of the code under test, as a process started now would have, without paying the import.
+        It listens on a loopback port for one execnet socket gateway whose bootstrap carries ``token``
+        (which only the judge knows: a process that connects first without it is turned away)."""
+        if self.role != "zygote":
+            raise RuntimeError("only the zygote forks")
+        import socket
+        _reap()
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                _serve_forked(listener, token, self.channel)
+                code = 0
+            finally:
+                os._exit(code)  # never back into the zygote's loop, nor its atexit handlers
+        port = listener.getsockname()[1]
+        listener.close()
+        return {"pid": pid, "port": port}
+
     def op_begin_check(self):
         self.check_globals = self._globals()
 
@@ -341,6 +370,61 @@ def _limit_memory(gib) -> None:
     if hard != resource.RLIM_INFINITY:
         want = min(want, hard)
     resource.setrlimit(resource.RLIMIT_DATA, (want, want))
+
+
+FORKED_ACCEPT_TIMEOUT = 60.0  # seconds a forked executor waits for the judge before it gives up
+
+
+def _preload(framework: str) -> None:
+    """The zygote's imports: the adapter module (which imports the framework) and the framework modules
+    its formats' loaders import on first use (``Adapter.preloaded``: torch.export.load pulls in sympy
+    and Dynamo, 1.6 s), so that a forked executor does not import them again for every check."""
+    module = importlib.import_module(f"harness.adapters.{framework}")
+    for name in getattr(module.FrameworkAdapter, "preloaded", ()):
+        importlib.import_module(name)
+
+
+def _reap() -> None:
+    """Collect the zygote's ended children (the judge ends them; their exit status means nothing)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _serve_forked(listener, token: str, zygote_channel) -> None:
+    """In the forked child: leave the zygote's pipes alone, take the judge's connection, serve it."""
+    import ast
+    import socket
+    io = getattr(getattr(zygote_channel, "gateway", None), "_io", None)
+    null = os.open(os.devnull, os.O_RDWR)
+    for f in (getattr(io, "infile", None), getattr(io, "outfile", None)):
+        try:
+            os.dup2(null, f.fileno())  # the zygote's line to the judge: nothing here may write to it
+        except (AttributeError, OSError, ValueError):
+            pass
+    listener.settimeout(FORKED_ACCEPT_TIMEOUT)
+    while True:
+        try:
+            conn, address = listener.accept()
+        except socket.timeout:
+            return
+        conn.settimeout(FORKED_ACCEPT_TIMEOUT)
+        try:
+            with conn.makefile("rb") as f:
+                line = f.readline(1 << 24)  # execnet's bootstrap: the repr of its source, on one line
+        except OSError:
+            line = b""
+        if token.encode() in line:
+            break
+        conn.close()
+    listener.close()
+    conn.settimeout(None)
+    source = ast.literal_eval(line.decode().rstrip())  # what execnet's own socketserver evals
+    exec(compile(source, "<executor>", "exec"), {"clientsock": conn, "address": address})
 
 
 def serve(channel):

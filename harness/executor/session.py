@@ -1,5 +1,6 @@
-"""The judge's executors for one run: per framework one for the layers under test and one for
-the framework's native layers, and one numpy-only executor for the contracts' references.
+"""The judge's executors for one run: per framework one for the layers under test, one for the
+framework's native layers and, where checks need fresh processes, a zygote that forks them; and one
+numpy-only executor for the contracts' references.
 
 A target's executor is reused for the next target only while it is clean: a layer that left a
 thread running, or an executor that died or was killed, gets a fresh process before the next
@@ -10,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import time
 
-from .client import CheckTimeout, Executor, ExecutorLost, RemoteAdapter, RemoteError, RemoteModule, _starter
+from .client import CheckTimeout, Executor, ExecutorLost, RemoteAdapter, RemoteError, RemoteModule
 
 LOAD_TIMEOUT = 120.0  # seconds to import a user module (a framework import can take most of it)
 
@@ -35,7 +36,8 @@ class Session:
         self.usage: dict = {}         # ((framework, spec), constructor) -> why the binding does not fit
         self.current: dict = {}       # framework -> spec of the target its executor holds
         self.running: list[Executor] = []
-        self.spares: dict = {}        # framework -> a fresh executor starting in the background (Future)
+        self.zygotes: dict[str, Executor] = {}  # framework -> the process fresh executors are forked from
+        self.needs_fresh = False      # the run's checks use fresh processes: zygotes start with the others
         self._native_generation = None
 
     # -- executors ---------------------------------------------------------------------------
@@ -53,6 +55,8 @@ class Session:
         layer.ensure()
         native = self._executor(self.native, "native", framework)
         native.start_soon()  # most contracts have a native layer; its import overlaps the first checks
+        if self.needs_fresh:
+            self._executor(self.zygotes, "zygote", framework).start_soon()
         return RemoteAdapter(layer, native)
 
     def prestart(self, frameworks):
@@ -60,24 +64,21 @@ class Session:
         for framework in frameworks:
             self._executor(self.layer, "layer", framework).start_soon()
             self._executor(self.native, "native", framework).start_soon()
+            if self.needs_fresh:
+                self._executor(self.zygotes, "zygote", framework).start_soon()
 
     def fresh_adapter(self, framework: str):
         """A context manager: an adapter on a brand-new executor that has imported nothing of the code
         under test (what a deployment that loads a saved layer sees), closed on exit. It runs under the
-        current check's deadline, and is one process per use (the export check: one per check)."""
+        current check's deadline, and is one process per use (the export check: one per check).
+
+        The process is forked from the framework's zygote, which imported the framework (and the modules
+        its loaders need) and has run nothing: as fresh as a process started now, without the seconds of
+        its import. The zygote itself starts once per run."""
         layer = self.layer.get(framework)
-        spare = self.spares.pop(framework, None)
-        # the next use's process imports its framework now, on an otherwise idle core, instead of on the
-        # next check's clock; it is as fresh as one started then (it has imported nothing else)
-        self.spares[framework] = _starter().submit(self._start_fresh, framework)
         return fresh_adapter(framework, self.pythons.get(framework), self.memory_limit_gib,
                              deadline=layer.deadline if layer is not None else None, running=self.running,
-                             spare=spare)
-
-    def _start_fresh(self, framework):
-        ex = Executor("fresh", framework, self.pythons.get(framework), self.memory_limit_gib)
-        ex.start()
-        return ex
+                             zygote=self._executor(self.zygotes, "zygote", framework))
 
     # -- targets -------------------------------------------------------------------------------
     def load(self, framework: str, spec: str, constructor: dict | None = None):
@@ -171,41 +172,23 @@ class Session:
 
     def abort(self):
         """Kill every executor at once (the run is being interrupted)."""
-        for ex in list(self.layer.values()) + list(self.native.values()) + [_reference]:
+        for ex in list(self.layer.values()) + list(self.native.values()) + list(self.zygotes.values()) + [_reference]:
             if ex is not None:
                 ex.kill()
 
     def close(self):
-        for ex in list(self.layer.values()) + list(self.native.values()):
+        for ex in list(self.layer.values()) + list(self.native.values()) + list(self.zygotes.values()):
             ex.close()
-        for spare in self.spares.values():
-            ex = _started(spare)
-            if ex is not None:
-                ex.close()
-        self.spares.clear()
-
-
-def _started(spare):
-    """The spare's executor once started and still alive, else None (its failure is retried in the open)."""
-    if spare is None:
-        return None
-    try:
-        ex = spare.result()
-    except Exception:
-        return None
-    return ex if ex.alive else None
 
 
 @contextlib.contextmanager
 def fresh_adapter(framework: str, python: str | None = None, memory_limit_gib: float | None = None,
-                  deadline: float | None = None, running: list | None = None, spare=None):
-    """An adapter on a new executor process of ``framework`` (see ``Session.fresh_adapter``); ``spare``:
-    a Future of one started for this use."""
-    started = _started(spare)
-    ex = started or Executor("fresh", framework, python, memory_limit_gib)
+                  deadline: float | None = None, running: list | None = None, zygote: Executor | None = None):
+    """An adapter on a new executor process of ``framework`` (see ``Session.fresh_adapter``), forked from
+    ``zygote`` where one is given, else started."""
+    ex = Executor("fresh", framework, python, memory_limit_gib, zygote=zygote)
     try:
-        if started is None:
-            ex.start()
+        ex.start()
         ex.deadline = deadline
         if running is not None:
             running.append(ex)  # end_check clears its deadline with the others

@@ -1,0 +1,95 @@
+"""Fresh executors are forked from a zygote: a process per framework that imported the framework and
+nothing else. The child must be as fresh as a new process, reachable only by the judge, killable from
+outside, and a zygote that died must be replaced."""
+import os
+import socket
+import time
+
+import pytest
+
+from harness.executor.client import CheckTimeout, Executor
+from harness.executor.session import Session
+
+pytest.importorskip("torch")
+
+
+@pytest.fixture
+def session():
+    s = Session()
+    yield s
+    s.close()
+
+
+def _state(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return next(line.split()[1] for line in f if line.startswith("State:"))
+    except OSError:
+        return "gone"
+
+
+def _eval(executor, expr):
+    return executor.request("reference", module="builtins", function="eval", args=[expr])
+
+
+def test_a_fresh_executor_is_forked_and_has_run_nothing(session):
+    with session.fresh_adapter("torch") as first, session.fresh_adapter("torch") as second:
+        zygote = session.zygotes["torch"]
+        a, b = first._executor, second._executor
+        assert len({zygote.pid, a.pid, b.pid}) == 3
+        assert _eval(a, "__import__('os').getppid()") == zygote.pid  # forked, not started
+        assert _eval(a, "'torch._dynamo' in __import__('sys').modules") is True  # what the loaders need
+        assert first.name == "torch" and first.numpy(first.tensor(__import__("numpy").ones(3))).sum() == 3.0
+        # what one child does stays in it
+        _eval(a, "__import__('sys').modules.setdefault('planted_by_a', object())")
+        assert _eval(b, "'planted_by_a' in __import__('sys').modules") is False
+    assert not a.alive and not b.alive
+    assert session.zygotes["torch"].alive  # one zygote for the run
+
+
+def test_a_connection_without_the_token_is_turned_away(session):
+    zygote = session._executor(session.zygotes, "zygote", "torch")
+    forked = zygote.request("fork", token="0123456789abcdef")
+    intruder = socket.create_connection(("127.0.0.1", forked["port"]), timeout=10)
+    intruder.sendall(repr("clientsock.sendall(b'ran')").encode() + b"\n")  # what execnet's bootstrap looks like
+    assert intruder.recv(3) == b""  # closed without running it
+    intruder.close()
+    os.kill(forked["pid"], 9)
+    # the judge's own connection, with its token, is served
+    with session.fresh_adapter("torch") as fresh:
+        assert _eval(fresh._executor, "1 + 1") == 2
+
+
+def test_a_forked_executor_is_killed_from_outside(session):
+    with session.fresh_adapter("torch") as fresh:
+        ex = fresh._executor
+        pid = ex.pid
+        ex.deadline = time.monotonic() + 1
+        with pytest.raises(CheckTimeout):
+            _eval(ex, "__import__('time').sleep(60)")
+        assert not ex.alive
+        for _ in range(50):
+            if _state(pid) in ("Z", "gone"):
+                break
+            time.sleep(0.1)
+        assert _state(pid) in ("Z", "gone")  # SIGKILLed; the zygote reaps it at its next fork
+
+
+def test_a_dead_zygote_is_replaced(session):
+    with session.fresh_adapter("torch"):
+        pass
+    zygote = session.zygotes["torch"]
+    os.kill(zygote.pid, 9)
+    with session.fresh_adapter("torch") as fresh:
+        assert _eval(fresh._executor, "__import__('os').getppid()") == session.zygotes["torch"].pid
+    assert zygote.started == 2
+
+
+def test_only_the_zygote_forks():
+    ex = Executor("fresh", "torch")
+    try:
+        ex.start()
+        with pytest.raises(Exception, match="only the zygote forks"):
+            ex.request("fork", token="x")
+    finally:
+        ex.close()
