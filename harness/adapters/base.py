@@ -238,12 +238,14 @@ class Adapter:
         "breaks": [graph-break reasons], "guard_failures": [why a compiled graph was not reused]}."""
         raise NotImplementedError
 
-    def eager_call(self, fn, inputs: list, training: bool = False):
-        """The uncompiled output, as ``call`` (JAX: under ``jax.disable_jit()``)."""
+    def eager_call(self, fn, inputs: list, training: bool = False, op_by_op: bool = True):
+        """The uncompiled output, as ``call``. JAX: under ``jax.disable_jit()`` with ``op_by_op``, else as the
+        adapter's own ``call``, which traces the Python on every call (as eager execution runs it) and runs
+        the traced program compiled; the other frameworks' ``call`` is eager either way."""
         return self.call(fn, inputs, training=training)
 
-    def eager_vjp(self, fn, layer, inputs: list, wrt: list[int], cotangent):
-        """The uncompiled ``vjp`` (JAX: op by op under ``jax.disable_jit()``)."""
+    def eager_vjp(self, fn, layer, inputs: list, wrt: list[int], cotangent, op_by_op: bool = True):
+        """The uncompiled ``vjp`` (``op_by_op``: as ``eager_call``)."""
         return self.vjp(fn, layer, inputs, wrt, cotangent)
 
     def save_globals(self):

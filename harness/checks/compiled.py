@@ -88,8 +88,11 @@ def check_compiled(ctx):
         def stats():
             return adapter.compile_stats(compiled)
 
-        def compare(label, inputs, idx, ct, training_first=False):
-            """One compiled call against one eager call; returns the compiled output (numpy)."""
+        def compare(label, inputs, idx, ct, training_first=False, op_by_op=False):
+            """One compiled call against one eager call; returns the compiled output (numpy). ``op_by_op``: the
+            eager call without any compiler even where the adapter's own calls trace (JAX), for the first case
+            (a layer that tells a tracer from an array is caught there); the others run the Python eagerly,
+            every call, as the adapter's calls do, and so cost a compile per program, not per primitive."""
             calls["n"] += 1
             try:
                 if training_first:  # traced in training mode first: evaluation must still be honoured
@@ -109,9 +112,11 @@ def check_compiled(ctx):
                 problems.say(why)
                 return None
             if differentiate and idx:
-                e_out, e_in, e_state = adapter.eager_vjp(ctx.callable(eager_layer), eager_layer, inputs, idx, ct)
+                e_out, e_in, e_state = adapter.eager_vjp(ctx.callable(eager_layer), eager_layer, inputs, idx, ct,
+                                                         op_by_op=op_by_op)
             else:
-                e_out, e_in, e_state = adapter.eager_call(ctx.callable(eager_layer), inputs), [None] * len(inputs), {}
+                e_out, e_in, e_state = adapter.eager_call(ctx.callable(eager_layer), inputs, op_by_op=op_by_op), \
+                    [None] * len(inputs), {}
             got, want = _np(adapter, c_out), _np(adapter, e_out)
             pairs = [("output", got, want)]
             names = list(contract.cases[0]["inputs"]) if len(contract.cases[0]["inputs"]) == len(inputs) else \
@@ -137,7 +142,7 @@ def check_compiled(ctx):
                 if diff:
                     again = None
                     if what == "output":
-                        again = _np(adapter, adapter.eager_call(ctx.callable(eager_layer), inputs))
+                        again = _np(adapter, adapter.eager_call(ctx.callable(eager_layer), inputs, op_by_op=False))
                     found.append(diff)
                     problems.say(_diagnose(compiler, what, g, w, again))
             return got
@@ -151,7 +156,7 @@ def check_compiled(ctx):
             ct = rng.standard_normal(reference_forward(ctx, inputs, state).shape)  # numpy: no extra eager run
             if first is None:
                 first = (case, inputs, idx, ct)
-            compare(f"case {case['name']!r}", inputs, idx, ct, training_first=modes and n == 0)
+            compare(f"case {case['name']!r}", inputs, idx, ct, training_first=modes and n == 0, op_by_op=n == 0)
         after_cases = stats()
         if after_cases["traces"] < 1:
             found.append(f"{compiler} compiled nothing: no trace ran, so the layer ran eagerly (the compiler "
