@@ -4,7 +4,7 @@
     python benchmarks/bench.py --skip-matrix   # only collection and gradient scaling (quick)
     python benchmarks/bench.py --json out.json
     python benchmarks/bench.py --against REV   # only the matrix, side by side with commit REV (medians)
-    python benchmarks/bench.py --opt-in        # only what each opt-in check adds to the matrix
+    python benchmarks/bench.py --opt-in        # only what each opt-in check adds to the matrix, and compiled + export together
     python benchmarks/bench.py --dtypes        # only the matrix without and with the contracts' dtypes
 
 It prints:
@@ -342,8 +342,13 @@ def opt_in(frameworks: list[str]) -> dict:
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
         out["default"] = matrix(frameworks, "0", Path(tmp))["wall_s"]
-        for check in [c for c in CHECKS if c not in DEFAULT_CHECKS]:
+        opt_in = [c for c in CHECKS if c not in DEFAULT_CHECKS]
+        for check in opt_in:
             out[check] = matrix(frameworks, "0", Path(tmp), checks=list(DEFAULT_CHECKS) + [check])["wall_s"]
+        # the two that the matrix would run by default within 1.5x of its time, together
+        both = [c for c in ("compiled", "export") if c in opt_in]
+        if len(both) == 2:
+            out[" + ".join(both)] = matrix(frameworks, "0", Path(tmp), checks=list(DEFAULT_CHECKS) + both)["wall_s"]
     return out
 
 
@@ -392,7 +397,7 @@ def main(argv=None):
         print(f"matrix -n 0, default checks: {o['default']:.1f} s")
         for check, wall in o.items():
             if check != "default":
-                print(f"  + {check:<16} {wall:7.1f} s ({wall / o['default']:.2f}x the default matrix)")
+                print(f"  + {check:<20} {wall:7.1f} s ({wall / o['default']:.2f}x the default matrix)")
         if args.json:
             Path(args.json).write_text(json.dumps(o, indent=2))
         return 0
