@@ -62,6 +62,8 @@ CASES = [
     ("rms_eps_dropped", "torch", "rmsnorm", "values", f"{NT}:EpsDropped", f"{T}:EpsOutsideSqrt"),
     ("compiled_side_effect", "jax", "rmsnorm", "compiled", "tests.mutants.jax_compiled:RMSNormCallCounter",
      "reference_impls.jax.rmsnorm:RMSNorm"),
+    ("compiled_traced_branch", "jax", "rmsnorm", "compiled", "tests.mutants.jax_compiled:RMSNormArrayPath",
+     "tests.mutants.jax_compiled:RMSNormCallCounter"),
     ("compiled_reads_value", "tensorflow", "rmsnorm", "compiled",
      "tests.mutants.tensorflow_compiled:RMSNormPythonBranch", "reference_impls.tensorflow.rmsnorm:RMSNorm"),
     ("compiled_reads_value", "mxnet", "rmsnorm", "compiled", "tests.mutants.mxnet_compiled:RMSNormAsnumpy",

@@ -54,12 +54,16 @@ def _resized(inputs, n):
     return [np.take(a, np.arange(n) % a.shape[0], axis=0) for a in inputs]
 
 
-def _diagnose(compiler, what, got, want, eager_again) -> str:
-    """Name the mistake from how the compiled value differs from the eager one."""
+def _diagnose(compiler, what, got, want, eager_again, retraced=None, tol=(0.0, 0.0)) -> str:
+    """Name the mistake from how the compiled value differs from the eager one (``retraced``: the same call
+    traced anew, where the eager one ran op by op; it matches the compiled one within ``tol``, another program)."""
     if want is not None and np.any(want) and got is not None and not np.any(got) and "gradient" in what:
         return hint("compiled_backward_unused", compiler=compiler)
     if eager_again is not None and not np.array_equal(eager_again, want, equal_nan=True):
         return hint("compiled_side_effect", compiler=compiler)
+    if retraced is not None and retraced.shape == got.shape and np.allclose(retraced, got, rtol=tol[0], atol=tol[1],
+                                                                            equal_nan=True):
+        return hint("compiled_traced_branch", compiler=compiler)
     return hint("compiled_frozen_state", compiler=compiler)
 
 
@@ -140,11 +144,14 @@ def check_compiled(ctx):
                 rtol, atol = ctx.tolerance("compiled", str(w.dtype))
                 diff = describe_mismatch(g, w, rtol, atol, what=f"{label}: {what} under {compiler} vs eager")
                 if diff:
-                    again = None
+                    again = retraced = None
                     if what == "output":
-                        again = _np(adapter, adapter.eager_call(ctx.callable(eager_layer), inputs, op_by_op=False))
+                        again = _np(adapter, adapter.eager_call(ctx.callable(eager_layer), inputs, op_by_op=op_by_op))
+                        if op_by_op and adapter.name == "jax":  # the only adapter whose calls trace
+                            retraced = _np(adapter, adapter.eager_call(ctx.callable(eager_layer), inputs,
+                                                                       op_by_op=False))
                     found.append(diff)
-                    problems.say(_diagnose(compiler, what, g, w, again))
+                    problems.say(_diagnose(compiler, what, g, w, again, retraced, (rtol, atol)))
             return got
 
         # every case, in evaluation mode, after a training-mode trace where the layer has modes

@@ -130,6 +130,12 @@ HINTS: dict[str, Hint] = {h.id: h for h in (
          text=" The value differs under {compiler}: the layer reads Python state (a global, an attribute, a "
               "flag such as the training mode) that the compiler froze at trace time, or has a Python side "
               "effect."),
+    Hint("compiled_traced_branch", ("compiled",),
+         "an output differs under the compiler, and the layer's Python traced anew on every call gives the "
+         "compiled value while the same call run op by op gives the eager one",
+         text=" Traced anew, the layer gives the compiled value, and run op by op it gives another: the layer "
+              "takes another path when its inputs are traced than when they are arrays (a check such as "
+              "isinstance(x, jax.core.Tracer)), so what runs under {compiler} is not what runs eagerly."),
     Hint("compiled_reads_value", ("compiled",),
          "the layer raises under the compiler with the framework's error for a value read while tracing",
          text=" The layer reads a tensor's value in Python (bool(), float(), .item(), .numpy(), asnumpy()) to "

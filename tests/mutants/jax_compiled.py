@@ -1,6 +1,7 @@
 """Broken Flax NNX layers under jax.jit, each caught by the ``compiled`` check.
 
 Nothing here creates an array at import time (see jax_mutants.py)."""
+import jax
 import jax.numpy as jnp
 from flax import nnx
 
@@ -21,8 +22,23 @@ class RMSNormCallCounter(nnx.Module):
         return warm * self.gain[...] * X / jnp.sqrt((X ** 2).mean(-1, keepdims=True) + self.eps)
 
 
+class RMSNormArrayPath(nnx.Module):
+    """Takes a hand-written path when its input is an array rather than a tracer, and that path forgets
+    the square root. Every harness call traces, so only an op-by-op eager run ever takes it."""
+    def __init__(self, d, eps=1e-6):
+        self.gain = nnx.Param(jnp.ones(d))
+        self.eps = eps
+
+    def __call__(self, X):
+        mean_square = (X ** 2).mean(-1, keepdims=True) + self.eps
+        if isinstance(X, jax.core.Tracer):
+            return self.gain[...] * X / jnp.sqrt(mean_square)
+        return self.gain[...] * X / mean_square
+
+
 M = "tests.mutants.jax_compiled"
 MUTANTS = [
     Mutant("jax", "rmsnorm", f"{M}:RMSNormCallCounter", "compiled", "the layer has a Python side effect",
            also=('properties', 'values'), blocked=('device_parity', 'gradients', 'native')),
+    Mutant("jax", "rmsnorm", f"{M}:RMSNormArrayPath", "compiled", "takes another path when its inputs are traced"),
 ]
