@@ -36,7 +36,11 @@ class FrameworkAdapter(Adapter):
     # torch._dynamo wraps torch.manual_seed when first imported; the first torch.compile wraps torch.jit.trace,
     # fx's Tracer.trace and the fused optimizers (TorchPatcher.patch, run once per process)
     settled_by = ("torch._dynamo", "harness.adapters.torch:_settle_compiler")
-    preloaded = ("torch._dynamo", "torch._export.serde.serialize")
+    # what torch.export.load and the loaded program's first call import (sympy, networkx, AOTAutograd: 0.4 s
+    # of a forked executor's first load without them)
+    preloaded = ("torch._dynamo", "torch._export.serde.serialize", "torch._functorch.aot_autograd",
+                 "torch._functorch.partitioners", "torch._export.passes.add_runtime_assertions_for_constraints_pass",
+                 "torch.export._trace", "torch.export._unlift")
 
     def owns(self, obj) -> bool:
         if inspect.isclass(obj):
