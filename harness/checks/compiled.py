@@ -147,7 +147,7 @@ def check_compiled(ctx):
                     again = retraced = None
                     if what == "output":
                         again = _np(adapter, adapter.eager_call(ctx.callable(eager_layer), inputs, op_by_op=op_by_op))
-                        if op_by_op and adapter.name == "jax":  # the only adapter whose calls trace
+                        if op_by_op:  # where the adapter's calls do not trace, this is the eager value again
                             retraced = _np(adapter, adapter.eager_call(ctx.callable(eager_layer), inputs,
                                                                        op_by_op=False))
                     found.append(diff)
