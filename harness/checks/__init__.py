@@ -43,7 +43,7 @@ CHECKS = {
 OPT_IN = {
     "compiled": "compiles every layer with each framework's compiler (about 1.5x the matrix's time)",
     "export": "saves every layer in each format and reloads it in a fresh process (about 1.5x the matrix's time; "
-              "both together about 2x, against the 1.5x that would let them run by default)",
+              "both together about 1.9x, against the 1.5x that would let them run by default)",
     "mixed_precision": "runs every layer under each framework's mixed-precision mechanisms, which a layer used only "
                        "in its own dtype never meets (about 1.03x the matrix's time)",
 }
