@@ -93,3 +93,15 @@ def test_only_the_zygote_forks():
             ex.request("fork", token="x")
     finally:
         ex.close()
+
+
+def test_an_interrupted_run_kills_the_fresh_executor_in_use(session):
+    with session.fresh_adapter("torch") as fresh:
+        pid = fresh._executor.pid
+        session.abort()
+        assert not fresh._executor.alive
+        for _ in range(50):
+            if _state(pid) in ("Z", "gone"):
+                break
+            time.sleep(0.1)
+        assert _state(pid) in ("Z", "gone")

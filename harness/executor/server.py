@@ -20,10 +20,14 @@ from . import wire
 
 
 def _settle(adapter):
-    """Import, or call, what the adapter's ``settled_by`` names (``module`` or ``module:attr.attr``): the
-    framework's own first-use patches, made before the fingerprint so that only the code under test can
-    change it."""
-    for entry in getattr(adapter, "settled_by", ()):
+    """Import, or call, what the adapter's ``settled_by`` names: the framework's own first-use patches, made
+    before the fingerprint so that only the code under test can change it."""
+    _import_or_call(getattr(adapter, "settled_by", ()))
+
+
+def _import_or_call(entries) -> None:
+    """Each entry ``module`` imported, or ``module:attr.attr`` imported and called."""
+    for entry in entries:
         name, _, attr = entry.partition(":")
         obj = importlib.import_module(name)
         if attr:
@@ -380,8 +384,7 @@ def _preload(framework: str) -> None:
     its formats' loaders import on first use (``Adapter.preloaded``: torch.export.load pulls in sympy
     and Dynamo, 1.6 s), so that a forked executor does not import them again for every check."""
     module = importlib.import_module(f"harness.adapters.{framework}")
-    for name in getattr(module.FrameworkAdapter, "preloaded", ()):
-        importlib.import_module(name)
+    _import_or_call(getattr(module.FrameworkAdapter, "preloaded", ()))
 
 
 def _reap() -> None:

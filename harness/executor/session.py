@@ -171,8 +171,9 @@ class Session:
         return notes
 
     def abort(self):
-        """Kill every executor at once (the run is being interrupted)."""
-        for ex in list(self.layer.values()) + list(self.native.values()) + list(self.zygotes.values()) + [_reference]:
+        """Kill every executor at once (the run is being interrupted), a fresh one in use included."""
+        for ex in (list(self.layer.values()) + list(self.native.values()) + list(self.zygotes.values())
+                   + list(self.running) + [_reference]):
             if ex is not None:
                 ex.kill()
 
