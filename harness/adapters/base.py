@@ -248,6 +248,13 @@ class Adapter:
         """The uncompiled ``vjp`` (``op_by_op``: as ``eager_call``)."""
         return self.vjp(fn, layer, inputs, wrt, cotangent)
 
+    def compilation_cache(self, directory: str) -> None:
+        """Keep the programs this process compiles in ``directory``, and reuse those found there. The judge
+        makes one directory per target and gives it to that target's processes only (its layer executor and
+        its fresh ones), so that a fresh process does not compile again what the layer's process compiled
+        for the identical program. Frameworks without such a cache leave this out."""
+        raise NotImplementedError
+
     def save_globals(self):
         """Snapshot of process-global framework state a layer could change (dtype, RNG, threads...)."""
         return None

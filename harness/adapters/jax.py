@@ -157,13 +157,27 @@ class FrameworkAdapter(Adapter):
     def _device(self, name):
         return next(d for d in jax.devices() + jax.devices("cpu") if _name(d) == (name or self.cpu_device))
 
+    def compilation_cache(self, directory):
+        # JAX's persistent cache, keyed by the program (its StableHLO), the compile options and the jaxlib:
+        # the same key is the same executable. Every program is kept, however quick: a fresh process would
+        # otherwise compile each of them again. JAX opens its cache once; reset_cache makes the next
+        # compilation open this directory.
+        from jax.experimental.compilation_cache import compilation_cache as cache
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+        cache.set_cache_dir(directory)
+        cache.reset_cache()
+
     def save_globals(self):
-        return {"x64": jax.config.jax_enable_x64, "default device": jax.config.jax_default_device}
+        return {"x64": jax.config.jax_enable_x64, "default device": jax.config.jax_default_device,
+                "compilation cache": jax.config.jax_compilation_cache_dir}
 
     def restore_globals(self, saved):
         changed = [f"jax {k}" for k, v in self.save_globals().items() if v != saved[k]]
         jax.config.update("jax_enable_x64", saved["x64"])
         jax.config.update("jax_default_device", saved["default device"])
+        if jax.config.jax_compilation_cache_dir != saved["compilation cache"]:  # never another target's cache
+            self.compilation_cache(saved["compilation cache"])
         return changed
 
     # -- tensors -----------------------------------------------------------------------

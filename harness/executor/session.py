@@ -9,6 +9,9 @@ target's code is imported. What a module changes in global state at import is un
 from __future__ import annotations
 
 import contextlib
+import os
+import shutil
+import tempfile
 import time
 
 from .client import CheckTimeout, Executor, ExecutorLost, RemoteAdapter, RemoteError, RemoteModule
@@ -38,6 +41,8 @@ class Session:
         self.running: list[Executor] = []
         self.zygotes: dict[str, Executor] = {}  # framework -> the process fresh executors are forked from
         self.needs_fresh = False      # the run's checks use fresh processes: zygotes start with the others
+        self.compiled_in: dict = {}   # (framework, spec) -> the target's own compilation cache directory
+        self._cache_root = None
         self._native_generation = None
 
     # -- executors ---------------------------------------------------------------------------
@@ -78,7 +83,22 @@ class Session:
         layer = self.layer.get(framework)
         return fresh_adapter(framework, self.pythons.get(framework), self.memory_limit_gib,
                              deadline=layer.deadline if layer is not None else None, running=self.running,
-                             zygote=self._executor(self.zygotes, "zygote", framework))
+                             zygote=self._executor(self.zygotes, "zygote", framework),
+                             cache=self.compiled_in.get((framework, self.current.get(framework))))
+
+    def _compilation_cache(self, ex: Executor, key) -> None:
+        """Point the layer executor at the target's own compilation cache (where its framework has one).
+        One directory per target: what one target's code wrote is never read for another's verdict."""
+        if "compilation_cache" not in ex.hello.get("implements", ()):
+            return
+        if key not in self.compiled_in:
+            if self._cache_root is None:
+                self._cache_root = tempfile.mkdtemp(prefix="conformance-compiled-")
+            self.compiled_in[key] = os.path.join(self._cache_root, str(len(self.compiled_in)))
+            os.mkdir(self.compiled_in[key])
+        if getattr(ex, "compiling_into", None) != (ex.started, self.compiled_in[key]):
+            ex.request("call", method="compilation_cache", args=[self.compiled_in[key]])
+            ex.compiling_into = (ex.started, self.compiled_in[key])
 
     # -- targets -------------------------------------------------------------------------------
     def load(self, framework: str, spec: str, constructor: dict | None = None):
@@ -104,6 +124,13 @@ class Session:
                 ex.deadline = None
         ex.ensure()
         self.current[framework] = spec
+        ex.deadline = time.monotonic() + LOAD_TIMEOUT
+        try:
+            self._compilation_cache(ex, key)
+        except (RemoteError, ExecutorLost, CheckTimeout):
+            pass  # only a saving: without it the target's processes compile everything themselves
+        finally:
+            ex.deadline = None
         cached = self.loaded.get(key)
         if cached and cached[0] == ex.started and ex.alive and cached[3] == repr(constructor):
             return cached[1], cached[2]
@@ -180,19 +207,27 @@ class Session:
     def close(self):
         for ex in list(self.layer.values()) + list(self.native.values()) + list(self.zygotes.values()):
             ex.close()
+        if self._cache_root is not None:
+            shutil.rmtree(self._cache_root, ignore_errors=True)
 
 
 @contextlib.contextmanager
 def fresh_adapter(framework: str, python: str | None = None, memory_limit_gib: float | None = None,
-                  deadline: float | None = None, running: list | None = None, zygote: Executor | None = None):
+                  deadline: float | None = None, running: list | None = None, zygote: Executor | None = None,
+                  cache: str | None = None):
     """An adapter on a new executor process of ``framework`` (see ``Session.fresh_adapter``), forked from
-    ``zygote`` where one is given, else started."""
+    ``zygote`` where one is given, else started; ``cache``: the target's compilation cache directory."""
     ex = Executor("fresh", framework, python, memory_limit_gib, zygote=zygote)
     try:
         ex.start()
         ex.deadline = deadline
         if running is not None:
             running.append(ex)  # end_check clears its deadline with the others
+        if cache is not None and "compilation_cache" in ex.hello.get("implements", ()):
+            try:
+                ex.request("call", method="compilation_cache", args=[cache])
+            except RemoteError:
+                pass  # only a saving (a lost or late process is the check's to report, at its next request)
         yield RemoteAdapter(ex)
     finally:
         if running is not None and ex in running:
