@@ -4,7 +4,7 @@
     python benchmarks/bench.py --skip-matrix   # only collection and gradient scaling (quick)
     python benchmarks/bench.py --json out.json
     python benchmarks/bench.py --against REV   # only the matrix, side by side with commit REV (medians)
-    python benchmarks/bench.py --opt-in        # only what each opt-in check adds to the matrix, and compiled + export together
+    python benchmarks/bench.py --opt-in        # what each opt-in check adds to the matrix, and compiled + export (-n 0 and -n 2)
     python benchmarks/bench.py --dtypes        # only the matrix without and with the contracts' dtypes
 
 It prints:
@@ -337,18 +337,19 @@ def dtypes(frameworks: list[str], rounds: int) -> dict:
 
 
 def opt_in(frameworks: list[str]) -> dict:
-    """The bundled matrix at -n 0 with the default checks, then with each opt-in check added, in turn."""
+    """The bundled matrix at -n 0 with the default checks, then with each opt-in check added, in turn; then
+    the default checks without and with ``compiled`` and ``export`` at -n 2, as scripts/conformance.sh runs it."""
     from harness.checks import CHECKS, DEFAULT_CHECKS
     out = {}
+    base = [c for c in DEFAULT_CHECKS if c not in ("compiled", "export")]  # the matrix before the two
     with tempfile.TemporaryDirectory() as tmp:
-        out["default"] = matrix(frameworks, "0", Path(tmp))["wall_s"]
-        opt_in = [c for c in CHECKS if c not in DEFAULT_CHECKS]
-        for check in opt_in:
-            out[check] = matrix(frameworks, "0", Path(tmp), checks=list(DEFAULT_CHECKS) + [check])["wall_s"]
-        # the two that the matrix would run by default within 1.5x of its time, together
-        both = [c for c in ("compiled", "export") if c in opt_in]
-        if len(both) == 2:
-            out[" + ".join(both)] = matrix(frameworks, "0", Path(tmp), checks=list(DEFAULT_CHECKS) + both)["wall_s"]
+        out["default"] = matrix(frameworks, "0", Path(tmp), checks=base)["wall_s"]
+        for check in [c for c in CHECKS if c not in base]:
+            out[check] = matrix(frameworks, "0", Path(tmp), checks=base + [check])["wall_s"]
+        both = ["compiled", "export"]
+        out[" + ".join(both)] = matrix(frameworks, "0", Path(tmp), checks=base + both)["wall_s"]
+        out["-n 2 default"] = matrix(frameworks, "2", Path(tmp), checks=base)["wall_s"]
+        out["-n 2 " + " + ".join(both)] = matrix(frameworks, "2", Path(tmp), checks=base + both)["wall_s"]
     return out
 
 
@@ -363,7 +364,7 @@ def main(argv=None):
     ap.add_argument("--rounds", type=int, default=2, help="with --against: runs of each (medians)")
     ap.add_argument("--dtypes", action="store_true",
                     help="only the matrix (-n 0) in the cases' own dtypes and in every declared dtype, side by side")
-    ap.add_argument("--opt-in", action="store_true", help="only what each opt-in check adds to the matrix (-n 0)")
+    ap.add_argument("--opt-in", action="store_true", help="only what each opt-in check adds to the matrix (-n 0), and compiled + export at -n 2")
     args = ap.parse_args(argv)
 
     if args.floor_only:  # the child process of floor()
@@ -394,10 +395,13 @@ def main(argv=None):
         return 0
     if args.opt_in:
         o = opt_in(frameworks)
-        print(f"matrix -n 0, default checks: {o['default']:.1f} s")
-        for check, wall in o.items():
-            if check != "default":
-                print(f"  + {check:<20} {wall:7.1f} s ({wall / o['default']:.2f}x the default matrix)")
+        for workers in ("0", "2"):
+            default = o["default" if workers == "0" else "-n 2 default"]
+            print(f"matrix -n {workers}, the other checks: {default:.1f} s")
+            for label, wall in o.items():
+                check = label if workers == "0" else label[len("-n 2 "):]
+                if "default" not in label and label.startswith("-n 2 ") == (workers == "2"):
+                    print(f"  + {check:<20} {wall:7.1f} s ({wall / default:.2f}x)")
         if args.json:
             Path(args.json).write_text(json.dumps(o, indent=2))
         return 0

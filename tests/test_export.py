@@ -1,6 +1,8 @@
 """The export check through executors: saved in the framework's formats, loaded in a fresh process."""
 import copy
 import importlib.util
+import os
+import time
 
 import pytest
 
@@ -73,6 +75,33 @@ class TestTorch:
             assert imported is False  # the layer's module is imported there only by a format that needs it
             assert ctx.impl_spec == "tests.mutants.torch_export:LambdaAttribute"
         assert not fresh._executor.alive  # closed after use
+
+
+    def test_a_save_that_hangs_ends_the_check_and_its_fresh_process(self, session):
+        # the fresh process loads the formats saved so far on a thread while this one saves the next: the
+        # timeout must end both, and no result may come from the thread after it
+        ctx = context_for(load_contract(bundled_contracts()["rmsnorm"]),
+                          "tests.export_impls.torch_slow_save:HangsWhenPickled", "torch", session=session)
+        rec = run_check(ctx, "export", timeout=8)
+        assert rec["outcome"] == "error" and "timed out" in rec["message"], rec
+        assert session.running == []
+        zygote, ended = session.zygotes["torch"].pid, time.monotonic() + 10
+        while time.monotonic() < ended:  # killed: a zombie in a moment, until the zygote's next fork reaps it
+            forked = [p for p in map(_stat, os.listdir("/proc")) if p and p[1] == zygote]
+            if all(state == "Z" for state, _ in forked):
+                break
+            time.sleep(0.1)
+        assert all(state == "Z" for state, _ in forked), forked  # the fresh process went with the check
+
+
+def _stat(pid: str):
+    """(state, parent pid) of a process, or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return fields[0], int(fields[1])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 @pytest.mark.skipif(not _has("tensorflow"), reason="tensorflow not installed")

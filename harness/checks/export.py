@@ -10,6 +10,7 @@ keeps the backward. What a format cannot hold is recorded as skipped with the fr
 """
 from __future__ import annotations
 
+import queue
 import shutil
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
@@ -81,57 +82,64 @@ def check_export(ctx):
             raise CheckSkipped(f"the contract limits export to {', '.join(wanted)}, none of which is a "
                                f"{adapter.name} format (left out: {', '.join(left_out)})", not_applicable=True)
 
-    cases = [(case["name"], ctx.case_inputs(case)) for case in contract.cases]
+    cases = [(case["name"], ctx.case_inputs(case), case) for case in contract.cases]
     examples, seen = [], set()
-    for _, inputs in cases:  # one traced signature per distinct input shapes and dtypes
+    for _, inputs, _ in cases:  # one traced signature per distinct input shapes and dtypes
         key = tuple((a.shape, a.dtype.str) for a in inputs)
         if key not in seen:
             seen.add(key)
             examples.append(inputs)
 
     workdir = tempfile.mkdtemp(prefix="conformance-export-")
-    # the fresh process imports its framework (seconds) while this one saves: one thread starts it
+    # The two processes work side by side: the fresh one (forked, then loading each format as soon as it is
+    # saved and running every case) on a thread, while this one saves the next format and computes the
+    # original's outputs and gradients. The thread only runs the loaded layer; every comparison is made here.
     fresh_cm = ctx.fresh_adapter()
+    saved_formats: queue.SimpleQueue = queue.SimpleQueue()
+    fresh_side = _FreshSide(ctx, fresh_cm, saved_formats, workdir, cases, examples)
     pool = ThreadPoolExecutor(1)
-    starting = pool.submit(fresh_cm.__enter__)
+    loading = pool.submit(fresh_side.run)
     try:
         saved, outcome, problems = {}, {}, []
-        for fmt in formats:
-            try:
-                saved[fmt] = adapter.export_save(obj if layer is None else layer, fmt, examples, f"{workdir}/{fmt}")
-            except CheckSkipped:
-                raise
-            except Exception as exc:
-                if type(exc).__name__ == "Unsupported":
-                    outcome[fmt] = f"skipped: {exc}"
-                    continue
-                problems.append(_said(f"saving as {fmt} failed: {_text(exc)}", _format_hint("export_save", fmt)))
-                outcome[fmt] = "failed"
-        if not saved:
-            raise _NothingSaved
-        # the original's outputs and gradients, once per case, after saving: the saved layer is the one
-        # these calls start from (a call may advance its state: an RNG counter, running statistics)
-        differentiate = contract.gradients.get("mode", "true") != "none"
-        rng = inputs_mod.rng_for(ctx.seed, contract.name, "export")
-        original = []
-        for (name, inputs), case in zip(cases, contract.cases):
-            out = ctx.output_numpy(ctx.run(layer, inputs))
-            idx = contract.differentiated(case)[1] if differentiate else []
-            ct = rng.standard_normal(out.shape).astype(out.dtype) if differentiate and (idx or contract.trainable) \
-                else None
-            grads = _grads(adapter, obj, layer, inputs, idx, ct) if ct is not None and is_floating(
-                out.dtype) else None
-            original.append((out, idx, ct, grads))
-        fresh = starting.result()
-        for fmt, notes in saved.items():
-            outcome[fmt] = _check_format(ctx, fresh, fmt, notes, f"{workdir}/{fmt}", cases, original,
-                                         examples, problems)
-    except _NothingSaved:
-        pass
+        try:
+            for fmt in formats:
+                try:
+                    saved[fmt] = adapter.export_save(obj if layer is None else layer, fmt, examples,
+                                                     f"{workdir}/{fmt}")
+                    saved_formats.put((fmt, saved[fmt]))
+                except CheckSkipped:
+                    raise
+                except Exception as exc:
+                    if type(exc).__name__ == "Unsupported":
+                        outcome[fmt] = f"skipped: {exc}"
+                        continue
+                    problems.append(_said(f"saving as {fmt} failed: {_text(exc)}", _format_hint("export_save", fmt)))
+                    outcome[fmt] = "failed"
+        finally:
+            saved_formats.put(None)  # nothing more to load
+        if saved:
+            # the original's outputs and gradients, once per case, after saving: the saved layer is the one
+            # these calls start from (a call may advance its state: an RNG counter, running statistics)
+            original = []
+            for name, inputs, case in cases:
+                out = ctx.output_numpy(ctx.run(layer, inputs))
+                run = _differentiation(ctx, name, case, out)
+                original.append((out, _grads(adapter, obj, layer, inputs, run[0], run[1]) if run else None, {}))
+            # a format holding a traced program (a SavedModel's graph) is promised bit-equality to that
+            # program run in this process
+            for fmt, notes in saved.items():
+                if notes.get("runs_as") is not None:
+                    for (_, inputs, _), (_, _, traced) in zip(cases, original):
+                        traced[fmt] = ctx.output_numpy(adapter.call(notes["runs_as"], inputs))
+            ran = loading.result()
+            for fmt, notes in saved.items():
+                outcome[fmt] = _compare_format(ctx, fmt, notes, ran[fmt], cases, original, problems)
+    except BaseException:
+        fresh_side.stop()  # a thread still waiting on the fresh process ends now
+        raise
     finally:
         pool.shutdown(wait=True)
-        if starting.exception() is None:
-            fresh_cm.__exit__(None, None, None)  # the fresh process ends with the check
+        fresh_side.close()  # the fresh process ends with the check
         shutil.rmtree(workdir, ignore_errors=True)
     details = {"formats": outcome, "fresh_process": True}
     if problems:
@@ -141,8 +149,74 @@ def check_export(ctx):
     return details
 
 
-class _NothingSaved(Exception):
-    """No format saved: nothing to compare (each format's outcome says why)."""
+def _differentiation(ctx, name, case, out):
+    """(differentiated inputs, cotangent) for a case whose output is ``out``, or None where nothing is
+    differentiated. The cotangent is drawn from the case's own stream, so that the original and the loaded
+    layer, each from its own output, draw the same one."""
+    contract = ctx.contract
+    if contract.gradients.get("mode", "true") == "none" or not is_floating(out.dtype):
+        return None
+    idx = contract.differentiated(case)[1]
+    if not idx and not contract.trainable:
+        return None
+    rng = inputs_mod.rng_for(ctx.seed, contract.name, "export", name)
+    return idx, rng.standard_normal(out.shape).astype(out.dtype)
+
+
+class _FreshSide:
+    """The fresh process's part of the check, on a thread: fork it, then load each saved format and run
+    every case (output, then gradients). What it gives is compared by the check; what it raised is kept,
+    as the format's or the case's result."""
+
+    def __init__(self, ctx, fresh_cm, saved_formats, workdir, cases, examples):
+        self.ctx, self.fresh_cm, self.saved_formats = ctx, fresh_cm, saved_formats
+        self.workdir, self.cases, self.examples = workdir, cases, examples
+        self.fresh = None
+        self.stopped = False
+
+    def run(self) -> dict:
+        self.fresh = self.fresh_cm.__enter__()
+        ran = {}
+        while (item := self.saved_formats.get()) is not None and not self.stopped:
+            fmt, notes = item
+            ran[fmt] = self._format(fmt, f"{self.workdir}/{fmt}")
+        return ran
+
+    def _format(self, fmt, path):
+        """("skipped" | "load failed", text) or ("ran", fn, loaded, [per case: (output, gradients, error)])."""
+        ctx, fresh = self.ctx, self.fresh
+        try:
+            fn, loaded = fresh.export_load(fmt, path, ctx.impl_spec, ctx.contract.constructor, self.examples)
+        except Exception as exc:
+            return ("skipped" if type(exc).__name__ == "Unsupported" else "load failed", exc)
+        runs = []
+        for name, inputs, case in self.cases:
+            try:
+                got = fresh.numpy(fresh.call(fn, inputs))
+            except Exception as exc:
+                runs.append((None, None, f"the loaded layer raised {_text(exc)}"))
+                break
+            grads = None
+            run = _differentiation(ctx, name, case, got)
+            if run:
+                try:
+                    grads = _grads(fresh, fn, loaded, inputs, run[0], run[1])
+                except Exception as exc:
+                    runs.append((got, None, f"differentiating the loaded layer raised {_text(exc)}"))
+                    break
+            runs.append((got, grads, None))
+        return ("ran", loaded is not None, runs)
+
+    def stop(self):
+        """Stop early (the check failed in this process): the fresh process is killed, so that a request the
+        thread waits on returns now."""
+        self.stopped = True
+        if self.fresh is not None:
+            self.fresh._executor.kill()
+
+    def close(self):
+        if self.fresh is not None:
+            self.fresh_cm.__exit__(None, None, None)
 
 
 def _text(exc) -> str:
@@ -154,49 +228,44 @@ def _said(message: str, why: str) -> str:
     return f"{message} ({why})" if why else message
 
 
-def _check_format(ctx, fresh, fmt, notes, path, cases, original, examples, problems) -> str:
-    """Load one saved format in the fresh process and compare; returns its outcome, appends problems."""
-    try:
-        fn, loaded = fresh.export_load(fmt, path, ctx.impl_spec, ctx.contract.constructor, examples)
-    except Exception as exc:
-        if type(exc).__name__ == "Unsupported":
-            return f"skipped: {exc}"
-        text = _text(exc)
+def _compare_format(ctx, fmt, notes, ran, cases, original, problems) -> str:
+    """Compare what the fresh process gave for one format with the original; returns the format's outcome
+    and appends its problems."""
+    if ran[0] == "skipped":
+        return f"skipped: {ran[1]}"
+    if ran[0] == "load failed":
+        text = _text(ran[1])
         problems.append(_said(f"{fmt}: loading in a fresh process failed: {text}", _load_hint(fmt, text)))
         return "failed"
+    _, has_state, runs = ran
     kept = notes.get("gradients", "kept")
-    runs_as = notes.get("runs_as")
+    traced_program = notes.get("runs_as") is not None
     dropped, eager_gap = [], 0.0
-    for (name, inputs), (out, idx, ct, grads) in zip(cases, original):
-        if runs_as is not None:
-            # the format holds a traced program (a SavedModel's graph): bit-equal is promised to that program
-            # run in the original process; how far it is from eager execution is recorded, not failed
-            eager = out
-            out = ctx.output_numpy(ctx.adapter.call(runs_as, inputs))
+    for (name, inputs, _), (out, grads, traced), (got, g_loaded, error) in zip(cases, original, runs):
+        if traced_program:
+            # bit-equal is promised to the traced program run in the original process; how far that is from
+            # eager execution is recorded, not failed
+            eager, out = out, traced[fmt]
             if out.shape == eager.shape and is_inexact(out.dtype):
                 both = np.isfinite(out) & np.isfinite(eager)  # -inf where both mask is no gap
                 eager_gap = max(eager_gap, float(np.max(np.abs(out[both].astype(np.float64) - eager[both]),
                                                         initial=0.0)))
-        try:
-            got = fresh.numpy(fresh.call(fn, inputs))
-        except Exception as exc:
-            problems.append(f"{fmt}: case {name!r}: the loaded layer raised {_text(exc)}")
+        if got is None:
+            problems.append(f"{fmt}: case {name!r}: {error}")
             return "failed"
         if not _same(got, out):
             diff = describe_mismatch(got, out, 0.0, 0.0, what="outputs") if got.shape == out.shape else \
                 f"shape {list(got.shape)} {got.dtype}, original {list(out.shape)} {out.dtype}"
-            against = notes.get("runs_as_what", "the original") if runs_as is not None else "the original"
+            against = notes.get("runs_as_what", "the original") if traced_program else "the original"
             problems.append(_said(f"{fmt}: case {name!r}: loaded in a fresh process, the layer is not "
                                   f"bit-equal to {against}: {diff}", _format_hint("export_value", fmt)))
             return "failed"
+        if error is not None:
+            problems.append(f"{fmt}: case {name!r}: {error}")
+            return "failed"
         if grads is None:
             continue
-        try:
-            g_in, g_state = _grads(fresh, fn, loaded, inputs, idx, ct)
-        except Exception as exc:
-            problems.append(f"{fmt}: case {name!r}: differentiating the loaded layer raised {_text(exc)}")
-            return "failed"
-        bad = _compare_grads(ctx, grads, g_in, g_state, loaded is not None, inputs, name, fmt)
+        bad = _compare_grads(ctx, grads, *g_loaded, has_state, inputs, name, fmt)
         if bad and kept != "kept":
             dropped.append(bad[0])  # the format is known not to keep this backward: measured, recorded
             continue
