@@ -105,3 +105,14 @@ def test_an_interrupted_run_kills_the_fresh_executor_in_use(session):
                 break
             time.sleep(0.1)
         assert _state(pid) in ("Z", "gone")
+
+
+def test_without_a_session_fresh_executors_are_forked_from_this_process_zygote():
+    # checks run in this process (the harness's own tests) get fresh processes the same way, not started anew
+    from harness.contract import bundled_contracts, load_contract
+    from harness.executor.session import local_zygote
+    from harness.runner import context_for
+    ctx = context_for(load_contract(bundled_contracts()["rmsnorm"]), "reference_impls.torch.rmsnorm:IMPL", "torch")
+    assert ctx.session is None
+    with ctx.fresh_adapter() as fresh:
+        assert _eval(fresh._executor, "__import__('os').getppid()") == local_zygote("torch").pid

@@ -164,12 +164,13 @@ class CheckContext:
 
     def fresh_adapter(self):
         """A context manager: the adapter of a new process that never imported the code under test
-        (the export check loads saved layers there). Without a session too: a subprocess either way."""
+        (the export check loads saved layers there). Without a session too: a process forked from this
+        process's own zygote for the framework either way."""
         if self.session is not None:
             return self.session.fresh_adapter(self.adapter.name)
         import sys
-        from ..executor.session import fresh_adapter
-        return fresh_adapter(self.adapter.name, sys.executable)
+        from ..executor.session import fresh_adapter, local_zygote
+        return fresh_adapter(self.adapter.name, sys.executable, zygote=local_zygote(self.adapter.name))
 
     @property
     def impl_spec(self) -> str | None:

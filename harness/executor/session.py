@@ -265,6 +265,19 @@ def reference_module(name: str) -> RemoteModule:
     return _modules[name]
 
 
+_zygotes: dict[str, Executor] = {}
+
+
+def local_zygote(framework: str) -> Executor:
+    """The zygote that fresh executors of checks run without a session (in this process: the harness's own
+    tests) are forked from, one per framework, for as long as this process lives."""
+    if framework not in _zygotes:
+        import atexit
+        _zygotes[framework] = Executor("zygote", framework)
+        atexit.register(_zygotes[framework].close)
+    return _zygotes[framework]
+
+
 _names: dict = {}
 
 
