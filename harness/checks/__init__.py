@@ -41,9 +41,9 @@ CHECKS = {
 # Checks a run includes only when asked (--check ID): compiled and export still cost the bundled matrix
 # beyond their share (see docs/benchmark.md); mixed_precision judges a use that not every layer meets.
 OPT_IN = {
-    "compiled": "compiles every layer with each framework's compiler (about 1.5x the matrix's time)",
-    "export": "saves every layer in each format and reloads it in a fresh process (about 1.5x the matrix's time; "
-              "both together about 1.9x, against the 1.5x that would let them run by default)",
+    "compiled": "compiles every layer with each framework's compiler (about 1.4x the matrix's time)",
+    "export": "saves every layer in each format and reloads it in a fresh process (about 1.3x the matrix's time; "
+              "both together about 1.7x, against the 1.5x that would let them run by default)",
     "mixed_precision": "runs every layer under each framework's mixed-precision mechanisms, which a layer used only "
                        "in its own dtype never meets (about 1.03x the matrix's time)",
 }
