@@ -81,7 +81,7 @@ class TestTorch:
         # the fresh process loads the formats saved so far on a thread while this one saves the next: the
         # timeout must end both, and no result may come from the thread after it
         ctx = context_for(load_contract(bundled_contracts()["rmsnorm"]),
-                          "tests.export_impls.torch_slow_save:HangsWhenPickled", "torch", session=session)
+                          "tests.hostile.torch_hostile:HangsWhenPickled", "torch", session=session)
         rec = run_check(ctx, "export", timeout=8)
         assert rec["outcome"] == "error" and "timed out" in rec["message"], rec
         assert session.running == []

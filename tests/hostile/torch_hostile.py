@@ -190,3 +190,14 @@ class RaisesThroughTheAdapter(_Base):
     def forward(self, X):
         from harness.adapters.base import Adapter
         Adapter.jvp(None, None, None, [X], [None])
+
+
+class HangsWhenPickled(_Base):
+    """Correct, but hangs while torch.save pickles it (the export check saves the whole module)."""
+    def forward(self, X):
+        return self.correct(X)
+
+    def __reduce_ex__(self, protocol):
+        import time
+        time.sleep(3600)
+        return super().__reduce_ex__(protocol)
