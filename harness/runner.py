@@ -162,8 +162,10 @@ def run_check(ctx: CheckContext, check: str, timeout: float | None = None) -> di
         rec.update(outcome="blocked", message=exc.message, blocked_by=exc.by,
                    details=_jsonable({"symptom": exc.symptom}))
     except (CheckTimeout, ExecutorTimeout) as exc:
-        # an executor killed at the deadline leaves no traceback: the judge's own wait is no place to name
-        where = (_where(exc) if not isinstance(exc, ExecutorTimeout) else "") or "(its executor was killed from outside)"
+        # an executor killed at the deadline says where it was from its own stack dump, if it gave one: the
+        # judge's wait is no place to name
+        where = (exc.place if isinstance(exc, ExecutorTimeout) else _where(exc)) or \
+            "(its executor was killed from outside)"
         rec.update(outcome="error", message=f"{check} timed out after {timeout:g} s (per-check timeout; set "
                                             f"`timeout:` in the contract or --check-timeout): the layer hung {where}")
     except ExecutorLost as exc:

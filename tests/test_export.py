@@ -84,8 +84,8 @@ class TestTorch:
                           "tests.hostile.torch_hostile:HangsWhenPickled", "torch", session=session)
         rec = run_check(ctx, "export", timeout=8)
         assert rec["outcome"] == "error" and "timed out" in rec["message"], rec
-        assert rec["message"].endswith("the layer hung (its executor was killed from outside)"), rec  # not the
-        # judge's own wait named as the place
+        assert "torch_hostile.py" in rec["message"] and "in __reduce_ex__)" in rec["message"], rec  # where it
+        # hung, from the process's own stacks; not the judge's wait
         assert session.running == []
         zygote, ended = session.zygotes["torch"].pid, time.monotonic() + 10
         while time.monotonic() < ended:  # killed: a zombie in a moment, until the zygote's next fork reaps it

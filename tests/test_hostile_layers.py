@@ -85,7 +85,28 @@ def test_hang_in_native_code_loses_only_its_check(tmp_path):
     by = {impl: r for (impl, _), r in by.items()}
     assert by["HangsInNativeCode"]["outcome"] == "error"
     assert "timed out after 1 s" in by["HangsInNativeCode"]["message"]
+    # where: from the executor's own stack dump, asked for before it is killed (the sleep is in C; the
+    # frame that called it is the layer's)
+    assert "torch_hostile.py" in by["HangsInNativeCode"]["message"], by["HangsInNativeCode"]["message"]
+    assert "in forward)" in by["HangsInNativeCode"]["message"]
     assert by["IMPL"]["outcome"] == "passed"
+
+
+def test_a_timeout_in_an_executor_names_the_place_only_where_the_process_says():
+    from harness.executor import Session
+    session = Session()
+    try:
+        rec = run_check(context_for(RMSNORM, "tests.hostile.torch_hostile:Hangs", "torch", session=session),
+                        "values", timeout=2)
+        assert rec["outcome"] == "error" and "torch_hostile.py" in rec["message"], rec
+        assert "in forward)" in rec["message"], rec  # a Python loop: the loop's own line
+        rec = run_check(context_for(RMSNORM, "tests.hostile.torch_hostile:HidesWhereItHangs", "torch",
+                                    session=session), "values", timeout=2)
+        assert rec["outcome"] == "error", rec
+        assert rec["message"].endswith("the layer hung (its executor was killed from outside)"), rec  # no dump,
+        # no place: never the judge's own wait
+    finally:
+        session.close()
 
 
 def test_global_state_mutation_is_restored_and_reported():

@@ -8,9 +8,12 @@ replaced for the next check; what it was running becomes an ``error`` for that c
 """
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import signal
 import sys
+import sysconfig
 import time
 from pathlib import Path
 
@@ -18,12 +21,42 @@ from . import wire
 
 STARTUP_TIMEOUT = 300.0  # seconds for an executor to import its framework and say hello
 FORK_TIMEOUT = 60.0      # seconds for the zygote to fork a fresh executor
+STACK_WAIT = 1.0         # seconds a process at its deadline has to dump its stacks before it is killed
 POLL = 0.05              # seconds between looks at a running executor (deadline, memory)
 
 
 class CheckTimeout(BaseException):
     """A check ran past its time limit; its executor was killed. A BaseException, so that a
-    check's ``except Exception`` cannot swallow it."""
+    check's ``except Exception`` cannot swallow it. ``place``: where the process was, or ""."""
+    place = ""
+
+
+_FRAME = re.compile(r'^\s*File "(.+)", line (\d+) in (.+)$')
+_HARNESS = str(Path(__file__).resolve().parents[1])
+_SERVER = str(Path(__file__).resolve().with_name("server.py"))
+_STDLIB = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib")}
+
+
+def _innermost_place(dump: str) -> str:
+    """From a faulthandler dump (every thread, innermost frame first): the innermost frame outside the harness
+    and the standard library, of the thread that is answering a request (the one with the server's frames)."""
+    threads, frames = [], []
+    for line in dump.splitlines():
+        m = _FRAME.match(line)
+        if m:
+            frames.append(m.groups())
+        elif frames:
+            threads.append(frames)
+            frames = []
+    if frames:
+        threads.append(frames)
+    serving = [t for t in threads if any(f == _SERVER for f, _, _ in t)]
+    for file, line, function in (serving or [[]])[0]:
+        if file == _SERVER:
+            return ""  # the request's own frames are below: the process was not in a layer's call
+        if not file.startswith(_HARNESS) and not any(file.startswith(p) for p in _STDLIB):
+            return f"(at {file}:{line} in {function})"
+    return ""
 
 
 class ExecutorLost(BaseException):
@@ -103,6 +136,7 @@ class Executor:
         self.started = 0  # how many processes this executor has had
         self.starting = None  # a Future while the process starts in the background (start_soon)
         self.begin_pending = False  # the next request opens a check (saves a round trip per check)
+        self.stack_file = None  # where the process dumps its stacks when asked (a timeout names the place)
 
     # -- life ----------------------------------------------------------------------------------
     @property
@@ -132,8 +166,12 @@ class Executor:
         self.gateway = execnet.makegateway(self._fork() if self.zygote is not None else f"popen//python={self.python}")
         self.channel = self.gateway.remote_exec("from harness.executor.server import serve; serve(channel)")
         # the harness package must be importable before the config arrives: it sits on PYTHONPATH
+        if self.stack_file is None:
+            import tempfile
+            fd, self.stack_file = tempfile.mkstemp(prefix="conformance-stack-")
+            os.close(fd)
         self.channel.send({"path": path, "cwd": os.getcwd(), "framework": self.framework, "role": self.role,
-                           "memory_limit_gib": self.memory_limit_gib})
+                           "memory_limit_gib": self.memory_limit_gib, "stack_file": self.stack_file})
         self.started += 1
         self.handles.clear()
         msg = self._receive(time.monotonic() + STARTUP_TIMEOUT, starting=True)
@@ -190,6 +228,10 @@ class Executor:
         self._forget()
 
     def close(self):
+        if self.stack_file is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self.stack_file)
+            self.stack_file = None
         if self.gateway is None:
             return
         try:
@@ -253,14 +295,36 @@ class Executor:
             except self.channel.RemoteError as exc:
                 raise self._lost(f"the executor process failed: {str(exc).strip().splitlines()[-1:]}") from exc
             if deadline is not None and time.monotonic() >= deadline:
+                place = "" if starting else self._place_it_hung()
                 self.kill()
                 if starting:
                     raise ExecutorLost(f"the {self.role} executor did not start within {STARTUP_TIMEOUT:g} s")
-                raise CheckTimeout("the executor was killed from outside")
+                timeout = CheckTimeout("the executor was killed from outside")
+                timeout.place = place
+                raise timeout
             if limit and self.pid and _rss_gib(self.pid) > limit:
                 self.kill()
                 raise ExecutorLost(f"the process running the layer grew past the memory limit ({limit:g} GiB, "
                                    f"--memory-limit) and was killed", out_of_memory=True)
+
+    def _place_it_hung(self) -> str:
+        """Where the process is, "(at file:line in function)", from the stacks it dumps on SIGUSR2 (the server
+        registers faulthandler for it), read before it is killed; "" where it gives none (the signal blocked or
+        ignored, no dump in time). The innermost frame of the thread answering the request that is neither the
+        harness's nor the standard library's: the layer's, or the framework function it is stuck in."""
+        try:
+            os.kill(self.pid, signal.SIGUSR2)
+        except (OSError, TypeError):
+            return ""
+        text, ended = "", time.monotonic() + STACK_WAIT
+        while time.monotonic() < ended:
+            time.sleep(0.05)
+            with open(self.stack_file, errors="replace") as f:
+                now = f.read()
+            if now and now == text:
+                break  # written in one go from the signal handler: unchanged means done
+            text = now
+        return _innermost_place(text)
 
     def _exit_status(self) -> str:
         popen = getattr(getattr(self.gateway, "_io", None), "popen", None)

@@ -201,3 +201,17 @@ class HangsWhenPickled(_Base):
         import time
         time.sleep(3600)
         return super().__reduce_ex__(protocol)
+
+
+class HidesWhereItHangs(_Base):
+    """Hangs with every signal that can be ignored ignored, process-wide: no stack dump, so a timeout can
+    name no place. (Blocking signals in its own thread is not enough: another thread takes them.)"""
+    def forward(self, X):
+        import signal
+        import time
+        for sig in set(signal.Signals) - {signal.SIGKILL, signal.SIGSTOP}:
+            try:
+                signal.signal(sig, signal.SIG_IGN)
+            except (OSError, ValueError, RuntimeError):
+                pass
+        time.sleep(3600)
