@@ -22,6 +22,7 @@ from . import wire
 STARTUP_TIMEOUT = 300.0  # seconds for an executor to import its framework and say hello
 FORK_TIMEOUT = 60.0      # seconds for the zygote to fork a fresh executor
 STACK_WAIT = 1.0         # seconds a process at its deadline has to dump its stacks before it is killed
+STACK_BYTES = 1 << 20    # the most of a stack dump read (a dump of a few hundred frames is some kB)
 POLL = 0.05              # seconds between looks at a running executor (deadline, memory)
 
 
@@ -136,7 +137,7 @@ class Executor:
         self.started = 0  # how many processes this executor has had
         self.starting = None  # a Future while the process starts in the background (start_soon)
         self.begin_pending = False  # the next request opens a check (saves a round trip per check)
-        self.stack_file = None  # where the process dumps its stacks when asked (a timeout names the place)
+        self.stacks = None  # our descriptor of the file the process dumps its stacks into (a timeout names the place)
 
     # -- life ----------------------------------------------------------------------------------
     @property
@@ -166,15 +167,20 @@ class Executor:
         self.gateway = execnet.makegateway(self._fork() if self.zygote is not None else f"popen//python={self.python}")
         self.channel = self.gateway.remote_exec("from harness.executor.server import serve; serve(channel)")
         # the harness package must be importable before the config arrives: it sits on PYTHONPATH
-        if self.stack_file is None:
-            import tempfile
-            fd, self.stack_file = tempfile.mkstemp(prefix="conformance-stack-")
-            os.close(fd)
+        import tempfile
+        self._close_stacks()
+        self.stacks, stack_file = tempfile.mkstemp(prefix="conformance-stack-")
         self.channel.send({"path": path, "cwd": os.getcwd(), "framework": self.framework, "role": self.role,
-                           "memory_limit_gib": self.memory_limit_gib, "stack_file": self.stack_file})
+                           "memory_limit_gib": self.memory_limit_gib, "stack_file": stack_file})
         self.started += 1
         self.handles.clear()
-        msg = self._receive(time.monotonic() + STARTUP_TIMEOUT, starting=True)
+        try:
+            msg = self._receive(time.monotonic() + STARTUP_TIMEOUT, starting=True)
+        finally:
+            # the process opened it before its hello: the name goes now, so that nothing is left behind by a
+            # kill or a crash on either side; both keep their descriptors
+            with contextlib.suppress(OSError):
+                os.unlink(stack_file)
         self.hello = msg["hello"]
         self._limit_from_outside()
 
@@ -228,10 +234,7 @@ class Executor:
         self._forget()
 
     def close(self):
-        if self.stack_file is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(self.stack_file)
-            self.stack_file = None
+        self._close_stacks()
         if self.gateway is None:
             return
         try:
@@ -312,19 +315,29 @@ class Executor:
         registers faulthandler for it), read before it is killed; "" where it gives none (the signal blocked or
         ignored, no dump in time). The innermost frame of the thread answering the request that is neither the
         harness's nor the standard library's: the layer's, or the framework function it is stuck in."""
+        if not self.pid or self.stacks is None:
+            return ""
         try:
             os.kill(self.pid, signal.SIGUSR2)
-        except (OSError, TypeError):
+        except OSError:
             return ""
         text, ended = "", time.monotonic() + STACK_WAIT
         while time.monotonic() < ended:
             time.sleep(0.05)
-            with open(self.stack_file, errors="replace") as f:
-                now = f.read()
+            try:  # the layer's process can write the file too: a bounded part is read
+                now = os.pread(self.stacks, STACK_BYTES, 0).decode(errors="replace")
+            except OSError:
+                return ""
             if now and now == text:
                 break  # written in one go from the signal handler: unchanged means done
             text = now
         return _innermost_place(text)
+
+    def _close_stacks(self):
+        if self.stacks is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.stacks)
+            self.stacks = None
 
     def _exit_status(self) -> str:
         popen = getattr(getattr(self.gateway, "_io", None), "popen", None)

@@ -9,7 +9,6 @@ target's code is imported. What a module changes in global state at import is un
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import tempfile
 import time
@@ -94,8 +93,8 @@ class Session:
         if key not in self.compiled_in:
             if self._cache_root is None:
                 self._cache_root = tempfile.mkdtemp(prefix="conformance-compiled-")
-            self.compiled_in[key] = os.path.join(self._cache_root, str(len(self.compiled_in)))
-            os.mkdir(self.compiled_in[key])
+            # a name no one can guess or take first (mkdtemp makes it atomically, mode 0700)
+            self.compiled_in[key] = tempfile.mkdtemp(dir=self._cache_root)
         if getattr(ex, "compiling_into", None) != (ex.started, self.compiled_in[key]):
             ex.request("call", method="compilation_cache", args=[self.compiled_in[key]])
             ex.compiling_into = (ex.started, self.compiled_in[key])
