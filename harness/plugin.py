@@ -526,12 +526,16 @@ def start_rank(framework: str) -> int:
 def pytest_collection_modifyitems(session, config, items):
     """With -n 0 the checks run framework by framework, in the order their executors start (see
     ``Framework.start_rank``): one framework's checks run while the next one's executors import it.
+    Within a framework the checks that fork fresh processes come last: the zygote they fork from starts
+    after the framework's other executors, and the first target's would otherwise wait for its import.
     Under xdist the scheduler (harness.scheduling) decides, and the order stays as collected."""
+    from .checks import FRESH_PROCESS
     run = config.stash.get(_RUN_KEY, None)
     if not (run and run.active) or _is_worker(config) or config.getoption("numprocesses", None):
         return
     slots = [i for i, item in enumerate(items) if isinstance(item, ConformanceItem)]
-    ours = sorted((items[i] for i in slots), key=lambda item: start_rank(item.parent.target.framework))
+    ours = sorted((items[i] for i in slots), key=lambda item: (start_rank(item.parent.target.framework),
+                                                               item.check in FRESH_PROCESS))
     for i, item in zip(slots, ours):  # other items keep their places
         items[i] = item
 

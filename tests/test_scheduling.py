@@ -97,3 +97,27 @@ def test_one_process_runs_framework_by_framework_in_start_order():
     runs = [fw for n, fw in enumerate(order) if n == 0 or order[n - 1] != fw]
     assert runs == sorted(set(order), key=lambda fw: FRAMEWORKS[fw].start_rank), runs
     assert len(runs) == 3, done.stdout[-2000:]
+
+
+def test_one_process_runs_a_frameworks_fresh_process_checks_after_its_others():
+    """With -n 0 the checks that fork fresh processes come last in each framework's run: the zygote they fork
+    from starts after the framework's other executors, and the first target's export check waited for its
+    import (8 s of JAX's run, measured)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from harness.checks import FRESH_PROCESS
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--collect-only", "-q",
+                           "-n", "0", "--dtype", "float32", "--framework", "torch", "--framework", "jax",
+                           "--check", "values", "--check", "export", "--check", "gradients"],
+                          cwd=root, capture_output=True, text=True, timeout=300)
+    ids = [ln for ln in done.stdout.splitlines() if "::" in ln]
+    by_framework: dict = {}
+    for i in ids:
+        by_framework.setdefault(i.split("[")[1].split("-")[0], []).append(i.rpartition("::")[2] in FRESH_PROCESS)
+    assert sorted(by_framework) == ["jax", "torch"], done.stdout[-2000:]
+    for framework, fresh in by_framework.items():
+        assert any(fresh) and not all(fresh), (framework, fresh)
+        assert fresh == sorted(fresh), f"{framework}: a fresh-process check runs before another check"

@@ -116,3 +116,25 @@ def test_without_a_session_fresh_executors_are_forked_from_this_process_zygote()
     assert ctx.session is None
     with ctx.fresh_adapter() as fresh:
         assert _eval(fresh._executor, "__import__('os').getppid()") == local_zygote("torch").pid
+
+
+@pytest.mark.parametrize("framework", ["torch", "jax"])
+def test_a_fresh_executor_has_what_its_formats_load_already_imported(session, framework):
+    """What a loaded program's first call imports (JAX: scipy.linalg for LAPACK, 0.5 s; torch: the symbolic
+    batch dimension's sympy modules) is imported once, in the zygote, not in every fresh executor."""
+    pytest.importorskip(framework)
+    import importlib
+    wanted = importlib.import_module(f"harness.adapters.{framework}").FrameworkAdapter.preloaded
+    assert wanted
+    with session.fresh_adapter(framework) as fresh:
+        missing = _eval(fresh._executor, f"[m for m in {list(wanted)!r} if m not in __import__('sys').modules]")
+    assert missing == []
+
+
+def test_a_preloaded_module_another_version_lacks_is_left_out(monkeypatch):
+    from harness.adapters.torch import FrameworkAdapter
+    from harness.executor import server
+    monkeypatch.setattr(FrameworkAdapter, "preloaded", ("no_such_module_in_any_torch", "json"))
+    server._preload("torch")  # no error: the zygote starts without it
+    with pytest.raises(ModuleNotFoundError):
+        server._import_or_call(["no_such_module_in_any_torch"])

@@ -126,6 +126,9 @@ def _compiled(traceable, args):
 class FrameworkAdapter(Adapter):
     name = "jax"
     module = "flax"
+    # what the first call of a loaded jax.export program imports: its lowering initializes LAPACK through
+    # scipy.linalg (0.5 s) and emits MHLO (0.14 s), in every fresh executor without them
+    preloaded = ("scipy.linalg", "jaxlib.mlir.dialects.mhlo")
 
     def configure_early(self):
         # A second host device for the devices check; possible only before JAX's first operation

@@ -37,10 +37,12 @@ class FrameworkAdapter(Adapter):
     # fx's Tracer.trace and the fused optimizers (TorchPatcher.patch, run once per process)
     settled_by = ("torch._dynamo", "harness.adapters.torch:_settle_compiler")
     # what torch.export.load and the loaded program's first call import (sympy, networkx, AOTAutograd: 0.4 s
-    # of a forked executor's first load without them)
+    # of a forked executor's first load without them; the symbolic batch dimension's sympy and size
+    # modules another 0.17 s)
     preloaded = ("torch._dynamo", "torch._export.serde.serialize", "torch._functorch.aot_autograd",
                  "torch._functorch.partitioners", "torch._export.passes.add_runtime_assertions_for_constraints_pass",
-                 "torch.export._trace", "torch.export._unlift")
+                 "torch.export._trace", "torch.export._unlift", "sympy.combinatorics", "sympy.tensor.tensor",
+                 "torch._inductor.sizevars", "torch.fx.experimental.validator", "torch.utils.serialization")
 
     def owns(self, obj) -> bool:
         if inspect.isclass(obj):

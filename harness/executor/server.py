@@ -25,11 +25,16 @@ def _settle(adapter):
     _import_or_call(getattr(adapter, "settled_by", ()))
 
 
-def _import_or_call(entries) -> None:
+def _import_or_call(entries, missing_ok=False) -> None:
     """Each entry ``module`` imported, or ``module:attr.attr`` imported and called."""
     for entry in entries:
         name, _, attr = entry.partition(":")
-        obj = importlib.import_module(name)
+        try:
+            obj = importlib.import_module(name)
+        except ModuleNotFoundError:
+            if missing_ok:
+                continue
+            raise
         if attr:
             for part in attr.split("."):
                 obj = getattr(obj, part)
@@ -392,7 +397,8 @@ def _preload(framework: str) -> None:
     its formats' loaders import on first use (``Adapter.preloaded``: torch.export.load pulls in sympy
     and Dynamo, 1.6 s), so that a forked executor does not import them again for every check."""
     module = importlib.import_module(f"harness.adapters.{framework}")
-    _import_or_call(getattr(module.FrameworkAdapter, "preloaded", ()))
+    # a module another version of the framework lacks: its executors import what they need then
+    _import_or_call(getattr(module.FrameworkAdapter, "preloaded", ()), missing_ok=True)
 
 
 def _reap() -> None:
