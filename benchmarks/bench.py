@@ -5,6 +5,7 @@
     python benchmarks/bench.py --json out.json
     python benchmarks/bench.py --against REV   # only the matrix, side by side with commit REV (medians)
     python benchmarks/bench.py --opt-in        # what each opt-in check adds to the matrix, and compiled + export (-n 0 and -n 2)
+    python benchmarks/bench.py --opt-in --rounds 3   # the same, the runs without and with both repeated (medians)
     python benchmarks/bench.py --dtypes        # only the matrix without and with the contracts' dtypes
 
 It prints:
@@ -336,21 +337,28 @@ def dtypes(frameworks: list[str], rounds: int) -> dict:
             "records_ratio": summaries["all dtypes"][1] / summaries["own dtype"][1]}
 
 
-def opt_in(frameworks: list[str]) -> dict:
+def opt_in(frameworks: list[str], rounds: int = 1) -> dict:
     """The bundled matrix at -n 0 with the default checks, then with each opt-in check added, in turn; then
-    the default checks without and with ``compiled`` and ``export`` at -n 2, as scripts/conformance.sh runs it."""
+    the default checks without and with ``compiled`` and ``export`` at -n 2, as scripts/conformance.sh runs it.
+    With ``rounds`` > 1 the runs without and with both checks are repeated, interleaved (medians): single runs
+    on a shared machine vary by about 10 %."""
+    import statistics
     from harness.checks import CHECKS, DEFAULT_CHECKS
-    out = {}
+    walls: dict = {}
     base = [c for c in DEFAULT_CHECKS if c not in ("compiled", "export")]  # the matrix before the two
+    both = ["compiled", "export"]
     with tempfile.TemporaryDirectory() as tmp:
-        out["default"] = matrix(frameworks, "0", Path(tmp), checks=base)["wall_s"]
-        for check in [c for c in CHECKS if c not in base]:
-            out[check] = matrix(frameworks, "0", Path(tmp), checks=base + [check])["wall_s"]
-        both = ["compiled", "export"]
-        out[" + ".join(both)] = matrix(frameworks, "0", Path(tmp), checks=base + both)["wall_s"]
-        out["-n 2 default"] = matrix(frameworks, "2", Path(tmp), checks=base)["wall_s"]
-        out["-n 2 " + " + ".join(both)] = matrix(frameworks, "2", Path(tmp), checks=base + both)["wall_s"]
-    return out
+        def run(label, workers, checks):
+            walls.setdefault(label, []).append(matrix(frameworks, workers, Path(tmp), checks=checks)["wall_s"])
+        for n in range(rounds):
+            run("default", "0", base)
+            if n == 0:
+                for check in [c for c in CHECKS if c not in base]:
+                    run(check, "0", base + [check])
+            run(" + ".join(both), "0", base + both)
+            run("-n 2 default", "2", base)
+            run("-n 2 " + " + ".join(both), "2", base + both)
+    return {"median_s": {k: statistics.median(v) for k, v in walls.items()}, "walls": walls}
 
 
 def main(argv=None):
@@ -361,7 +369,9 @@ def main(argv=None):
     ap.add_argument("--json", help="also write the figures here")
     ap.add_argument("--floor-only", help=argparse.SUPPRESS)
     ap.add_argument("--against", metavar="REV", help="only the bundled matrix, side by side with commit REV")
-    ap.add_argument("--rounds", type=int, default=2, help="with --against: runs of each (medians)")
+    ap.add_argument("--rounds", type=int, default=None,
+                    help="runs of each, medians (--against and --dtypes: default 2; --opt-in: default 1, the runs "
+                         "without and with compiled + export)")
     ap.add_argument("--dtypes", action="store_true",
                     help="only the matrix (-n 0) in the cases' own dtypes and in every declared dtype, side by side")
     ap.add_argument("--opt-in", action="store_true", help="only what each opt-in check adds to the matrix (-n 0), and compiled + export at -n 2")
@@ -372,6 +382,9 @@ def main(argv=None):
         return 0
 
     frameworks = args.frameworks.split(",") if args.frameworks else _installed_frameworks()
+    if args.opt_in:
+        args.rounds = args.rounds or 1
+    args.rounds = args.rounds or 2
     if args.against:
         a = against(args.against, frameworks, args.rounds)
         for k, v in a["median_s"].items():
@@ -394,14 +407,19 @@ def main(argv=None):
             Path(args.json).write_text(json.dumps(d, indent=2))
         return 0
     if args.opt_in:
-        o = opt_in(frameworks)
+        o = opt_in(frameworks, args.rounds)
+
+        def runs(label):
+            w = o["walls"][label]
+            return f" (median of {len(w)}: {', '.join(f'{x:.1f}' for x in w)})" if len(w) > 1 else ""
         for workers in ("0", "2"):
-            default = o["default" if workers == "0" else "-n 2 default"]
-            print(f"matrix -n {workers}, the other checks: {default:.1f} s")
-            for label, wall in o.items():
+            key = "default" if workers == "0" else "-n 2 default"
+            default = o["median_s"][key]
+            print(f"matrix -n {workers}, the other checks: {default:.1f} s{runs(key)}")
+            for label, wall in o["median_s"].items():
                 check = label if workers == "0" else label[len("-n 2 "):]
                 if "default" not in label and label.startswith("-n 2 ") == (workers == "2"):
-                    print(f"  + {check:<20} {wall:7.1f} s ({wall / default:.2f}x)")
+                    print(f"  + {check:<20} {wall:7.1f} s ({wall / default:.2f}x){runs(label)}")
         if args.json:
             Path(args.json).write_text(json.dumps(o, indent=2))
         return 0
