@@ -123,3 +123,23 @@ def test_torch_compile_leaves_the_executor_clean_for_the_next_target(sessions):
     target a fresh process (a framework import)."""
     _run(sessions, "torch", "sign_ste", "reference_impls.torch.sign_ste:IMPL")
     assert sessions("torch").layer["torch"].request("health") == []
+
+
+@pytest.mark.parametrize("framework,compiler,sizes", [
+    ("tensorflow", "tf.function", "one new batch size"),   # traces anew for every shape by design: one size shows it
+    ("jax", "jax.jit", "one new batch size"),
+    ("torch", "torch.compile(backend='aot_eager')", "2 new batch sizes"),  # automatic dynamic: the second is reused
+])
+def test_new_batch_sizes_are_tried_and_their_recompiles_counted_against_the_limit(sessions, framework, compiler, sizes):
+    c = load_contract(bundled_contracts()["scaled_tanh"])
+    impl = f"reference_impls.{framework}.scaled_tanh:IMPL"
+    rec = run_check(context_for(c, impl, framework, session=sessions(framework)), "compiled", timeout=300)
+    assert rec["outcome"] == "passed", rec
+    recompiles = rec["details"][f"{compiler}: recompiles for {sizes}"]
+    assert recompiles >= 1, rec["details"]  # the new sizes ran under the compiler
+    # the same layer, allowed fewer recompiles than it makes, fails and says how many
+    strict = type(c)(data={**c.data, "compiled": {"max_recompiles": recompiles - 1}}, path=c.path, lines=c.lines)
+    rec = run_check(context_for(strict, impl, framework, session=sessions(framework)), "compiled", timeout=300)
+    assert rec["outcome"] == "failed", rec
+    assert f"{compiler} recompiled {recompiles} times for {sizes}, more than the {recompiles - 1} allowed" \
+        in rec["message"], rec["message"]

@@ -50,6 +50,10 @@ class Adapter:
     gpu_device: str = "cuda"  # this framework's name for the first CUDA device
     settled_by: tuple = ()    # "module" or "module:attr" (called): the framework's own first-use patches (see executor)
     preloaded: tuple = ()     # framework modules a fresh executor's loaders import on first use (the zygote has them)
+    # whether every compiler of ``compilers`` traces anew for every new input shape, by design (tf.function
+    # without reduce_retracing, jax.jit): the compiled check then tries one new batch size, since a second
+    # can only repeat what the first showed (torch's automatic dynamic shapes recompiles once, then reuses)
+    retraces_per_shape: bool = False
 
     # -- detection and environment --------------------------------------------------------
     def implements(self, method: str) -> bool:

@@ -126,6 +126,7 @@ def _compiled(traceable, args):
 class FrameworkAdapter(Adapter):
     name = "jax"
     module = "flax"
+    retraces_per_shape = True
     # what the first call of a loaded jax.export program imports: its lowering initializes LAPACK through
     # scipy.linalg (0.5 s) and emits MHLO (0.14 s), in every fresh executor without them
     preloaded = ("scipy.linalg", "jaxlib.mlir.dialects.mhlo")
@@ -531,13 +532,12 @@ class FrameworkAdapter(Adapter):
             for i, xs in enumerate(examples):
                 with _x64(_wants_x64(*xs)):
                     shapes = [jax.ShapeDtypeStruct(np.shape(a), np.asarray(a).dtype) for a in xs]
-                    try:
-                        jax.eval_shape(fn, *shapes)
+                    try:  # one trace: the export's own
+                        exported = export.export(jax.jit(fn))(*shapes)
                     except (jax.errors.UnexpectedTracerError, jax.errors.ConcretizationTypeError) as exc:
                         # what the harness's own calls do with it too: such a function runs eagerly only
                         raise Unsupported("jax.export holds programs traced with abstract inputs, and this one "
                                           "cannot be traced that way: " + str(exc).splitlines()[0]) from None
-                    exported = export.export(jax.jit(fn))(*shapes)
                     # vjp_order=1: without it the deserialized program has no VJP at all
                     blob = exported.serialize(vjp_order=1)
                 with open(os.path.join(path, f"program{i}.bin"), "wb") as f:

@@ -30,6 +30,7 @@ def _top_module(name) -> str:
 class FrameworkAdapter(Adapter):
     name = "tensorflow"
     module = "tensorflow"
+    retraces_per_shape = True
     cpu_device = "CPU:0"
     gpu_device = "GPU:0"
 

@@ -9,7 +9,9 @@ declared surrogate: whatever the eager layer gives) must agree with the same lay
 Compilation is proved, not assumed: the adapter counts traces (torch: graphs through a counting
 backend, with Dynamo's graph-break and guard-failure reasons). A second call with identical inputs
 must not recompile; calls with two other batch sizes may recompile at most ``max_recompiles``
-times (default 2: one per new size; torch's automatic dynamic shapes needs one). Graph breaks fail
+times (default: one per new size; torch's automatic dynamic shapes needs one). Where every compiler of
+the framework traces anew for every shape by design (``Adapter.retraces_per_shape``: tf.function,
+jax.jit), one new batch size is tried: a second could only show the same. Graph breaks fail
 unless the contract allows them with a reason. One compiled object per layer and compiler is
 reused for every call, as a user's would be.
 """
@@ -22,7 +24,6 @@ from .base import CheckFailed, CheckSkipped, unexpected_error
 from .mistakes import Findings, hint
 from .optional import require
 
-DEFAULT_MAX_RECOMPILES = 2  # two new batch sizes are tried: one recompile each at most
 _VALUE_ERRORS = ("ConcretizationTypeError", "TracerBoolConversionError", "TracerArrayConversionError",
                  "TracerIntegerConversionError", "OperatorNotAllowedInGraphError", "asnumpy", "item()",
                  "symbolic tf.Tensor", "Symbolic", "numpy() is only available", "has no attribute 'numpy'",
@@ -77,7 +78,9 @@ def check_compiled(ctx):
     adapter, contract = ctx.adapter, ctx.contract
     state = inputs_mod.test_state(contract)
     differentiate = contract.gradients.get("mode", "true") != "none"
-    max_recompiles = spec.get("max_recompiles", DEFAULT_MAX_RECOMPILES)
+    extra_rows = (1,) if adapter.retraces_per_shape else (1, 2)  # the new batch sizes: n0 + each
+    max_recompiles = spec.get("max_recompiles", len(extra_rows))  # one recompile per new size at most
+    sizes_said = "one new batch size" if len(extra_rows) == 1 else f"{len(extra_rows)} new batch sizes"
     rng = inputs_mod.rng_for(ctx.seed, contract.name, "compiled")
     details, problems = {}, Findings()  # each hint once, after all compilers' problems
 
@@ -197,7 +200,7 @@ def check_compiled(ctx):
             _, bidx, _ = contract.differentiated(bcase)
             n0 = binputs[0].shape[0]
             before = stats()
-            for n in (n0 + 1, n0 + 2):
+            for n in (n0 + k for k in extra_rows):
                 resized = _resized(binputs, n)
                 try:
                     shape = reference_forward(ctx, resized, state).shape
@@ -207,10 +210,10 @@ def check_compiled(ctx):
                 compare(f"case {bcase['name']!r} with batch {n}", resized, bidx, rng.standard_normal(shape))
             after = stats()
             recompiles = after["traces"] - before["traces"]
-            details[f"{compiler}: recompiles for two new batch sizes"] = recompiles
+            details[f"{compiler}: recompiles for {sizes_said}"] = recompiles
             if recompiles > max_recompiles:
                 guards = after["guard_failures"][len(before["guard_failures"]):]
-                found.append(f"{compiler} recompiled {recompiles} times for two new batch sizes, more than the "
+                found.append(f"{compiler} recompiled {recompiles} times for {sizes_said}, more than the "
                              f"{max_recompiles} allowed (`compiled: {{max_recompiles: N}}`)"
                              + (f" (guards: {'; '.join(guards[:3])})" if guards else ""))
         final = stats()

@@ -417,6 +417,7 @@ class RemoteAdapter:
         self.name = hello["name"]
         self.cpu_device = hello["cpu_device"]
         self.gpu_device = hello["gpu_device"]
+        self.retraces_per_shape = hello["retraces_per_shape"]
         self._implements = set(hello["implements"])
 
     def implements(self, method: str) -> bool:

@@ -187,6 +187,7 @@ class Server:
         if a is not None:
             from harness.adapters.base import Adapter
             out.update(name=a.name, cpu_device=a.cpu_device, gpu_device=a.gpu_device,
+                       retraces_per_shape=a.retraces_per_shape,
                        implements=[m for m in dir(Adapter) if not m.startswith("_") and a.implements(m)])
         return out
 
