@@ -138,3 +138,54 @@ def test_a_preloaded_module_another_version_lacks_is_left_out(monkeypatch):
     server._preload("torch")  # no error: the zygote starts without it
     with pytest.raises(ModuleNotFoundError):
         server._import_or_call(["no_such_module_in_any_torch"])
+
+
+@pytest.fixture
+def session_with_fresh():
+    s = Session()
+    s.needs_fresh = True  # as the plugin sets it for a run that includes export or mixed_precision
+    yield s
+    s.close()
+
+
+def _ppid(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return int(next(line.split()[1] for line in f if line.startswith("PPid:")))
+
+
+def test_in_a_run_with_fresh_processes_the_native_executor_forks_the_zygote(session_with_fresh):
+    """The zygote costs a fork of the native executor at its start (after the imports, before any operation),
+    not a framework import of its own; fresh executors are forked from it as from any zygote."""
+    session = session_with_fresh
+    session.adapter("torch")
+    native, zygote = session.native["torch"], session.zygotes["torch"]
+    with session.fresh_adapter("torch") as fresh:
+        child = fresh._executor
+        assert _ppid(zygote.pid) == native.pid  # forked by the native executor, not started by the judge
+        assert _eval(child, "__import__('os').getppid()") == zygote.pid
+        assert _eval(child, "'torch._dynamo' in __import__('sys').modules") is True
+        assert _eval(zygote, "'harness.adapters.torch' in __import__('sys').modules") is True
+        assert fresh.numpy(fresh.tensor(__import__("numpy").ones(3))).sum() == 3.0
+    # the native executor went on to start as usual after the fork, and serves
+    assert native.hello["name"] == "torch"
+    assert _eval(native, "__import__('torch').ones(2).sum().item()") == 2.0
+    # a zygote that died is replaced by a process of its own (the native forks one only at its first start)
+    os.kill(zygote.pid, 9)
+    with session.fresh_adapter("torch") as fresh:
+        assert _eval(fresh._executor, "__import__('os').getppid()") == session.zygotes["torch"].pid
+    assert _ppid(session.zygotes["torch"].pid) == os.getpid()
+    assert zygote.started == 2
+
+
+def test_a_zygote_the_native_executor_forked_serves_only_the_token(session_with_fresh):
+    session = session_with_fresh
+    native = session._executor(session.native, "native", "torch")
+    native.start()
+    offer = native.take_zygote()
+    assert offer is not None and native.take_zygote() is None  # taken once
+    port = int(offer["spec"].split(":")[1].split("/")[0])
+    intruder = socket.create_connection(("127.0.0.1", port), timeout=10)
+    intruder.sendall(repr("clientsock.sendall(b'ran')").encode() + b"\n")
+    assert intruder.recv(3) == b""  # closed without running it
+    intruder.close()
+    os.kill(offer["pid"], 9)

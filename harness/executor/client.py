@@ -122,9 +122,15 @@ class Executor:
     is forked from it instead of started, and reached through an execnet socket gateway."""
 
     def __init__(self, role: str, framework: str | None = None, python: str | None = None,
-                 memory_limit_gib: float | None = None, zygote: Executor | None = None):
+                 memory_limit_gib: float | None = None, zygote: Executor | None = None,
+                 forked_by: Executor | None = None):
         self.role, self.framework = role, framework
         self.zygote = zygote
+        # (a "zygote") the native executor that forked it at its start, where it did (see bear_zygote);
+        # otherwise the zygote is a process of its own
+        self.forked_by = forked_by
+        self.zygote_token: str | None = None  # (a "native") sent at its first start: it forks the zygote then
+        self.zygote_offer: dict | None = None  # (a "native") the zygote it forked, until the zygote executor takes it
         self.forked_pid: int | None = None
         self.python = python or sys.executable
         self.memory_limit_gib = memory_limit_gib
@@ -164,14 +170,16 @@ class Executor:
         root = str(Path(__file__).resolve().parents[2])  # the directory holding the harness package
         path = [os.getcwd(), root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
         self.hello, self.forked_pid = {}, None
-        self.gateway = execnet.makegateway(self._fork() if self.zygote is not None else f"popen//python={self.python}")
+        self.gateway = self._gateway(execnet)
         self.channel = self.gateway.remote_exec("from harness.executor.server import serve; serve(channel)")
         # the harness package must be importable before the config arrives: it sits on PYTHONPATH
         import tempfile
         self._close_stacks()
         self.stacks, stack_file = tempfile.mkstemp(prefix="conformance-stack-")
+        token, self.zygote_token = self.zygote_token, None  # one zygote, from the first start only
         self.channel.send({"path": path, "cwd": os.getcwd(), "framework": self.framework, "role": self.role,
-                           "memory_limit_gib": self.memory_limit_gib, "stack_file": stack_file})
+                           "memory_limit_gib": self.memory_limit_gib, "stack_file": stack_file,
+                           "zygote_token": token})
         self.started += 1
         self.handles.clear()
         try:
@@ -183,6 +191,40 @@ class Executor:
                 os.unlink(stack_file)
         self.hello = msg["hello"]
         self._limit_from_outside()
+        forked = self.hello.get("zygote")
+        if token and isinstance(forked, dict) and isinstance(forked.get("port"), int):
+            self.zygote_offer = {"spec": f"socket=127.0.0.1:{forked['port']}//id={token}", "pid": forked.get("pid")}
+
+    def bear_zygote(self):
+        """(A "native" executor not started yet.) Have it fork the zygote at its start, right after importing
+        what the zygote imports and before running anything: the zygote then costs a fork, not a framework
+        import of its own (the run's other zygote-less executors are unchanged)."""
+        import secrets
+        if self.channel is None and self.starting is None:
+            self.zygote_token = secrets.token_hex(16)
+
+    def take_zygote(self) -> dict | None:
+        """(A "native" executor.) The zygote it forked at its start, once: {"spec", "pid"}, or None."""
+        self._join()
+        self.zygote_token = None  # not started yet: it forks none (nobody would take it)
+        offer, self.zygote_offer = self.zygote_offer, None
+        return offer
+
+    def _gateway(self, execnet):
+        """The execnet gateway to a new process: forked by the zygote (a fresh executor), the zygote that the
+        native executor forked (a zygote, where there is one), or a process started now."""
+        if self.zygote is not None:
+            return execnet.makegateway(self._fork())
+        offer = self.forked_by.take_zygote() if self.forked_by is not None else None
+        if offer is not None:
+            self.forked_pid = offer["pid"]
+            try:
+                return execnet.makegateway(offer["spec"])
+            except Exception:  # it is gone (its wait for the judge ran out, or it was killed): start one
+                with contextlib.suppress(Exception):
+                    os.kill(offer["pid"], signal.SIGKILL)
+                self.forked_pid = None
+        return execnet.makegateway(f"popen//python={self.python}")
 
     def _fork(self) -> str:
         """A process forked by the zygote; the execnet spec that reaches it. The token, sent to the zygote

@@ -57,14 +57,6 @@ class Server:
     def __init__(self, channel, config: dict):
         self.channel = channel
         self.pid = os.getpid()
-        if config.get("stack_file"):
-            # at a timeout the judge asks for every thread's stack (SIGUSR2) before it kills this process, to
-            # say where the layer hung; the dump is written from the signal handler, in C, even while Python
-            # is stuck in a call
-            import faulthandler
-            import signal
-            self.stacks = open(config["stack_file"], "w")
-            faulthandler.register(signal.SIGUSR2, file=self.stacks, all_threads=True)
         for path in reversed(config.get("path") or []):
             if path not in sys.path:
                 sys.path.insert(0, path)
@@ -75,6 +67,22 @@ class Server:
         self.framework = config.get("framework")
         self.role = config.get("role")
         self.adapter = None
+        self.zygote = None
+        if config.get("zygote_token") and self.role == "native" and self.framework:
+            # The run needs fresh processes. This process has imported nothing but the harness, and has run
+            # nothing: it imports what a zygote imports and forks the zygote now, before its adapter runs the
+            # framework's first operation (thread pools a fork would not carry), instead of another process
+            # importing the framework again. The zygote serves only the judge's connection with the token.
+            _preload(self.framework)
+            self.zygote = _fork_listening(config["zygote_token"], channel)
+        if config.get("stack_file"):  # after the fork: the zygote has no descriptor of this process's file
+            # at a timeout the judge asks for every thread's stack (SIGUSR2) before it kills this process, to
+            # say where the layer hung; the dump is written from the signal handler, in C, even while Python
+            # is stuck in a call
+            import faulthandler
+            import signal
+            self.stacks = open(config["stack_file"], "w")
+            faulthandler.register(signal.SIGUSR2, file=self.stacks, all_threads=True)
         if self.role == "zygote":
             # the framework's modules and nothing else: no adapter, no operation (a framework that has run
             # an op has thread pools, and a fork keeps only the forking thread)
@@ -189,6 +197,8 @@ class Server:
             out.update(name=a.name, cpu_device=a.cpu_device, gpu_device=a.gpu_device,
                        retraces_per_shape=a.retraces_per_shape,
                        implements=[m for m in dir(Adapter) if not m.startswith("_") and a.implements(m)])
+        if self.zygote is not None:
+            out["zygote"] = self.zygote
         return out
 
     # -- operations ----------------------------------------------------------------------------
@@ -249,22 +259,7 @@ class Server:
         (which only the judge knows: a process that connects first without it is turned away)."""
         if self.role != "zygote":
             raise RuntimeError("only the zygote forks")
-        import socket
-        _reap()
-        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(8)
-        pid = os.fork()
-        if pid == 0:
-            code = 1
-            try:
-                _serve_forked(listener, token, self.channel)
-                code = 0
-            finally:
-                os._exit(code)  # never back into the zygote's loop, nor its atexit handlers
-        port = listener.getsockname()[1]
-        listener.close()
-        return {"pid": pid, "port": port}
+        return _fork_listening(token, self.channel)
 
     def op_begin_check(self):
         self.check_globals = self._globals()
@@ -413,13 +408,35 @@ def _reap() -> None:
             return
 
 
+def _fork_listening(token: str, channel) -> dict:
+    """A child of this process that listens on a loopback port for one execnet socket gateway whose
+    bootstrap carries ``token``, and serves it; {"pid", "port"}. The child never returns here."""
+    import socket
+    _reap()
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            _serve_forked(listener, token, channel)
+            code = 0
+        finally:
+            os._exit(code)  # never back into the parent's loop, nor its atexit handlers
+    port = listener.getsockname()[1]
+    listener.close()
+    return {"pid": pid, "port": port}
+
+
 def _serve_forked(listener, token: str, zygote_channel) -> None:
     """In the forked child: leave the zygote's pipes alone, take the judge's connection, serve it."""
     import ast
     import socket
     io = getattr(getattr(zygote_channel, "gateway", None), "_io", None)
     null = os.open(os.devnull, os.O_RDWR)
-    for f in (getattr(io, "infile", None), getattr(io, "outfile", None)):
+    # pipes (a process the judge started) or a socket (a zygote that was itself forked)
+    for f in (getattr(io, "infile", None), getattr(io, "outfile", None), getattr(io, "sock", None)):
         try:
             os.dup2(null, f.fileno())  # the zygote's line to the judge: nothing here may write to it
         except (AttributeError, OSError, ValueError):

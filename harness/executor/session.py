@@ -47,7 +47,12 @@ class Session:
     # -- executors ---------------------------------------------------------------------------
     def _executor(self, table, role, framework):
         if framework not in table:
-            table[framework] = Executor(role, framework, self.pythons.get(framework), self.memory_limit_gib)
+            # a run with fresh processes: the native executor forks the zygote as it starts (no import of its own)
+            forked_by = self.native.get(framework) if role == "zygote" and self.needs_fresh else None
+            table[framework] = Executor(role, framework, self.pythons.get(framework), self.memory_limit_gib,
+                                        forked_by=forked_by)
+            if role == "native" and self.needs_fresh:
+                table[framework].bear_zygote()
         return table[framework]
 
     @property
