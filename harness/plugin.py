@@ -171,6 +171,7 @@ class ConformanceRun:
         self.targets = []
         self.results: list[Record] = []
         self._session = None
+        self.lane = None  # with -n 0, the second lane the ALONGSIDE checks run on (harness.lane)
         self.planned: list[str] | None = None   # node ids of every conformance check this run will execute
         self.journal = None
         self.interrupted: str | None = None     # the signal that ended the run early
@@ -252,6 +253,9 @@ class ConformanceRun:
         return self._session
 
     def close(self):
+        if self.lane is not None:
+            self.lane.close()
+            self.lane = None
         if self._session is not None:
             self._session.close()
             self._session = None
@@ -407,14 +411,15 @@ class TargetNode(pytest.Collector):
             item.add_marker(pytest.mark.conformance)
             yield item
 
-    def context(self):
-        """The check context: the implementation loaded in its executor (raises LoadFailed)."""
+    def context(self, session=None):
+        """The check context: the implementation loaded in its executor (raises LoadFailed); ``session``: whose
+        executors (default the run's)."""
         from .runner import context_for
         run = self.config.stash[_RUN_KEY]
         return context_for(self.contract, self.target.impl, self.target.framework, device=self.device,
                            seed=run.seed, state_map=self.target.state_map, arg_map=self.target.arg_map,
                            impl_name=self.target.impl, dtype=self.dtype,
-                           session=run.session).with_options(
+                           session=session or run.session).with_options(
             compile_backend=option(self.config, "compile_backend", "conformance_compile_backend") or None)
 
 
@@ -436,7 +441,6 @@ class ConformanceItem(pytest.Item):
         self._started = time.perf_counter()   # the check's wall time, loading the layer included
 
         from .checks import CheckFailed
-        from .runner import run_check
         contract, target = self.parent.contract, self.parent.target
         reason = contract.not_applicable(target.framework) if target.bundled or not target.impl else None
         if not target.impl or reason:
@@ -444,21 +448,35 @@ class ConformanceItem(pytest.Item):
             pytest.skip(self.record.message)
         from .executor import LoadFailed
         from .executor.session import UsageProblem
+        lane = self.config.stash[_RUN_KEY].lane
         try:
-            ctx = self.parent.context()
+            if lane is not None and self.check in lane.checks:
+                verdict, took = lane.verdict(self)
+                self._started = time.perf_counter() - took  # the check's own time on the lane, not the wait
+            else:
+                verdict = self.compute()
         except UsageProblem as exc:  # the binding, not the layer: the run exits 4
             self._record("error", f"usage error: {exc}", usage_error=True)
             raise CheckFailed(self.record.message) from None
         except LoadFailed as exc:
             self._record("error", str(exc))
             raise CheckFailed(self.record.message) from None
-        verdict = run_check(ctx, self.check, timeout=self.config.getoption("check_timeout"))
+        finally:
+            if lane is not None:
+                lane.ran(self)  # the target's last item here: its lane checks are queued now
         verdict.pop("check")
         self._record(**verdict)   # the runner's verdict: outcome, message and the record's other fields
         if self.record.outcome in ("skipped", "blocked"):
             pytest.skip(self.record.message)
         if self.record.outcome != "passed":
             raise CheckFailed(self.record.message)
+
+    def compute(self, session=None) -> dict:
+        """The runner's verdict for this check: the layer loaded (into ``session``'s executors; default the
+        run's) and checked. Raises UsageProblem or LoadFailed where the binding or the import fails."""
+        from .runner import run_check
+        ctx = self.parent.context(session)
+        return run_check(ctx, self.check, timeout=self.config.getoption("check_timeout"))
 
     def repr_failure(self, excinfo, style=None):
         msg = getattr(excinfo.value, "message", None) or str(excinfo.value)
@@ -528,13 +546,23 @@ def pytest_collection_modifyitems(session, config, items):
     ``Framework.start_rank``): one framework's checks run while the next one's executors import it.
     Within a framework the checks that fork fresh processes come last: the zygote they fork from starts
     after the framework's other executors, and the first target's would otherwise wait for its import.
+    The ALONGSIDE checks, where the run has others, run on a second lane (harness.lane): their items come
+    after all the others and collect the verdicts.
     Under xdist the scheduler (harness.scheduling) decides, and the order stays as collected."""
-    from .checks import FRESH_PROCESS
+    from .checks import ALONGSIDE, FRESH_PROCESS
     run = config.stash.get(_RUN_KEY, None)
     if not (run and run.active) or _is_worker(config) or config.getoption("numprocesses", None):
         return
     slots = [i for i, item in enumerate(items) if isinstance(item, ConformanceItem)]
-    ours = sorted((items[i] for i in slots), key=lambda item: (start_rank(item.parent.target.framework),
+    checks = {items[i].check for i in slots}
+    # the ALONGSIDE checks run on a second lane (harness.lane) where the run also has others to run beside
+    # them; their items come last and collect the verdicts
+    alongside = set(ALONGSIDE) & checks if checks - set(ALONGSIDE) else set()
+    if alongside and not config.option.collectonly:
+        from .lane import Lane
+        run.lane = Lane(run.session, sorted(alongside))
+    ours = sorted((items[i] for i in slots), key=lambda item: (item.check in alongside,
+                                                               start_rank(item.parent.target.framework),
                                                                item.check in FRESH_PROCESS))
     for i, item in zip(slots, ours):  # other items keep their places
         items[i] = item

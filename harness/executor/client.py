@@ -14,6 +14,7 @@ import re
 import signal
 import sys
 import sysconfig
+import threading
 import time
 from pathlib import Path
 
@@ -144,6 +145,7 @@ class Executor:
         self.starting = None  # a Future while the process starts in the background (start_soon)
         self.begin_pending = False  # the next request opens a check (saves a round trip per check)
         self.stacks = None  # our descriptor of the file the process dumps its stacks into (a timeout names the place)
+        self._lock = threading.RLock()
 
     # -- life ----------------------------------------------------------------------------------
     @property
@@ -302,7 +304,12 @@ class Executor:
 
     # -- requests ---------------------------------------------------------------------------
     def request(self, op: str, **args):
-        """Send one request and wait for its answer, watching the deadline and the memory cap."""
+        """Send one request and wait for its answer, watching the deadline and the memory cap. One request at
+        a time: the reference executor and the zygotes serve the checks of both lanes (Session.lane)."""
+        with self._lock:
+            return self._request(op, **args)
+
+    def _request(self, op: str, **args):
         self.ensure()
         self.next_id += 1
         rid = self.next_id

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 import tempfile
+import threading
 import time
 
 from .client import CheckTimeout, Executor, ExecutorLost, RemoteAdapter, RemoteError, RemoteModule
@@ -43,9 +44,30 @@ class Session:
         self.compiled_in: dict = {}   # (framework, spec) -> the target's own compilation cache directory
         self._cache_root = None
         self._native_generation = None
+        self.owner: Session | None = None  # (a lane) the session whose zygotes and caches it shares
 
     # -- executors ---------------------------------------------------------------------------
+    def lane(self) -> Session:
+        """A second set of layer executors, for checks that run on a thread alongside this session's (with -n 0
+        the longest checks, compiled and export, use the core the others leave idle). It shares this session's
+        zygotes (they never run code under test) and each target's compilation cache directory (the same
+        target's processes either way); it has no native executors (those checks use none)."""
+        side = Session(self.pythons, self.memory_limit_gib)
+        side.needs_fresh, side.owner = self.needs_fresh, self
+        side.zygotes, side.compiled_in = self.zygotes, self.compiled_in
+        side._cache_root = self._cache_root_dir()
+        return side
+
+    def _cache_root_dir(self) -> str:
+        if self._cache_root is None:
+            self._cache_root = tempfile.mkdtemp(prefix="conformance-compiled-")
+        return self._cache_root
+
     def _executor(self, table, role, framework):
+        with _tables:  # the lane's thread and the main thread share the zygotes' table
+            return self._executor_unlocked(table, role, framework)
+
+    def _executor_unlocked(self, table, role, framework):
         if framework not in table:
             # a run with fresh processes: the native executor forks the zygote as it starts (no import of its own)
             forked_by = self.native.get(framework) if role == "zygote" and self.needs_fresh else None
@@ -57,11 +79,15 @@ class Session:
 
     @property
     def reference(self) -> Executor | None:
-        return _reference
+        return _reference_executor()
 
     def adapter(self, framework: str) -> RemoteAdapter:
         layer = self._executor(self.layer, "layer", framework)
         layer.ensure()
+        if self.owner is not None:  # a lane: no native layers
+            if self.needs_fresh:
+                self._executor(self.zygotes, "zygote", framework).start_soon()
+            return RemoteAdapter(layer, None)
         native = self._executor(self.native, "native", framework)
         native.start_soon()  # most contracts have a native layer; its import overlaps the first checks
         if self.needs_fresh:
@@ -96,10 +122,8 @@ class Session:
         if "compilation_cache" not in ex.hello.get("implements", ()):
             return
         if key not in self.compiled_in:
-            if self._cache_root is None:
-                self._cache_root = tempfile.mkdtemp(prefix="conformance-compiled-")
             # a name no one can guess or take first (mkdtemp makes it atomically, mode 0700)
-            self.compiled_in[key] = tempfile.mkdtemp(dir=self._cache_root)
+            self.compiled_in[key] = tempfile.mkdtemp(dir=self._cache_root_dir())
         if getattr(ex, "compiling_into", None) != (ex.started, self.compiled_in[key]):
             ex.request("call", method="compilation_cache", args=[self.compiled_in[key]])
             ex.compiling_into = (ex.started, self.compiled_in[key])
@@ -203,15 +227,18 @@ class Session:
 
     def abort(self):
         """Kill every executor at once (the run is being interrupted), a fresh one in use included."""
-        for ex in (list(self.layer.values()) + list(self.native.values()) + list(self.zygotes.values())
-                   + list(self.running) + [_reference]):
+        shared = [] if self.owner is not None else list(self.zygotes.values())  # a lane's zygotes are its owner's
+        if self.owner is None:
+            shared.append(_reference_executor())
+        for ex in list(self.layer.values()) + list(self.native.values()) + list(self.running) + shared:
             if ex is not None:
                 ex.kill()
 
     def close(self):
-        for ex in list(self.layer.values()) + list(self.native.values()) + list(self.zygotes.values()):
+        own = [] if self.owner is not None else list(self.zygotes.values())
+        for ex in list(self.layer.values()) + list(self.native.values()) + own:
             ex.close()
-        if self._cache_root is not None:
+        if self._cache_root is not None and self.owner is None:
             shutil.rmtree(self._cache_root, ignore_errors=True)
 
 
@@ -250,26 +277,31 @@ def detect(spec: str, python: str | None = None, timeout: float = LOAD_TIMEOUT) 
         ex.close()
 
 
-# One numpy-only executor runs every contract's reference module for this judge process.
-_reference: Executor | None = None
+# One numpy-only executor runs every contract's reference module for each thread of this judge process
+# that runs checks (the main thread; with -n 0 the lane's too): a check's deadline is its own.
+_references: dict[int, Executor] = {}
+_modules: dict[tuple, RemoteModule] = {}
 
 
-_modules: dict[str, RemoteModule] = {}
+def _reference_executor(create: bool = False) -> Executor | None:
+    ident = threading.get_ident()
+    if ident not in _references and create:
+        import atexit
+        _references[ident] = Executor("reference")
+        atexit.register(_references[ident].close)
+    return _references.get(ident)
 
 
 def reference_module(name: str) -> RemoteModule:
     """A contract's reference module, imported and run only in the reference executor."""
-    global _reference
-    if _reference is None:
-        import atexit
-        _reference = Executor("reference")
-        atexit.register(_reference.close)
-    if name not in _modules:
-        _modules[name] = RemoteModule(_reference, name)
-    return _modules[name]
+    ex = _reference_executor(create=True)
+    if (id(ex), name) not in _modules:
+        _modules[(id(ex), name)] = RemoteModule(ex, name)
+    return _modules[(id(ex), name)]
 
 
 _zygotes: dict[str, Executor] = {}
+_tables = threading.Lock()
 
 
 def local_zygote(framework: str) -> Executor:
