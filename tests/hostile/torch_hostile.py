@@ -215,3 +215,4 @@ class HidesWhereItHangs(_Base):
             except (OSError, ValueError, RuntimeError):
                 pass
         time.sleep(3600)
+
