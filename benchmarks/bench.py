@@ -6,6 +6,7 @@
     python benchmarks/bench.py --against REV   # only the matrix, side by side with commit REV (medians)
     python benchmarks/bench.py --opt-in        # what each opt-in check adds to the matrix, and compiled + export (-n 0 and -n 2)
     python benchmarks/bench.py --opt-in --rounds 3   # the same, the runs without and with both repeated (medians)
+    python benchmarks/bench.py --opt-in --both-only --rounds 2   # only the runs without and with compiled + export
     python benchmarks/bench.py --dtypes        # only the matrix without and with the contracts' dtypes
 
 It prints:
@@ -337,7 +338,7 @@ def dtypes(frameworks: list[str], rounds: int) -> dict:
             "records_ratio": summaries["all dtypes"][1] / summaries["own dtype"][1]}
 
 
-def opt_in(frameworks: list[str], rounds: int = 1) -> dict:
+def opt_in(frameworks: list[str], rounds: int = 1, singles: bool = True) -> dict:
     """The bundled matrix at -n 0 with the default checks, then with each opt-in check added, in turn; then
     the default checks without and with ``compiled`` and ``export`` at -n 2, as scripts/conformance.sh runs it.
     With ``rounds`` > 1 the runs without and with both checks are repeated, interleaved (medians): single runs
@@ -352,7 +353,7 @@ def opt_in(frameworks: list[str], rounds: int = 1) -> dict:
             walls.setdefault(label, []).append(matrix(frameworks, workers, Path(tmp), checks=checks)["wall_s"])
         for n in range(rounds):
             run("default", "0", base)
-            if n == 0:
+            if n == 0 and singles:
                 for check in [c for c in CHECKS if c not in base]:
                     run(check, "0", base + [check])
             run(" + ".join(both), "0", base + both)
@@ -375,6 +376,8 @@ def main(argv=None):
     ap.add_argument("--dtypes", action="store_true",
                     help="only the matrix (-n 0) in the cases' own dtypes and in every declared dtype, side by side")
     ap.add_argument("--opt-in", action="store_true", help="only what each opt-in check adds to the matrix (-n 0), and compiled + export at -n 2")
+    ap.add_argument("--both-only", action="store_true",
+                    help="with --opt-in: only the runs without and with compiled + export (-n 0 and -n 2)")
     args = ap.parse_args(argv)
 
     if args.floor_only:  # the child process of floor()
@@ -407,7 +410,7 @@ def main(argv=None):
             Path(args.json).write_text(json.dumps(d, indent=2))
         return 0
     if args.opt_in:
-        o = opt_in(frameworks, args.rounds)
+        o = opt_in(frameworks, args.rounds, singles=not args.both_only)
 
         def runs(label):
             w = o["walls"][label]
