@@ -15,9 +15,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 
 class Lane:
-    def __init__(self, session, checks):
+    def __init__(self, session, checks, rank):
+        """``rank(framework)``: where the main thread runs the framework's checks (lower first)."""
         self.session = session.lane()
         self.checks = tuple(checks)
+        self._rank = rank
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="conformance-lane")
         self._jobs: dict[tuple[str, str], Future] = {}
         self._items: dict[tuple[str, str], object] = {}  # (target node id, check) -> its item
@@ -28,10 +30,9 @@ class Lane:
         thread runs last first: the lane works on them while the main thread runs the first frameworks' other
         checks, and reaches the first frameworks once their other checks have run (JAX's compiled check then
         finds the programs they compiled in the target's cache)."""
-        from .plugin import start_rank
         self._planned = True
         mine = [i for i in items if i.check in self.checks]
-        for item in sorted(mine, key=lambda i: -start_rank(i.parent.target.framework)):  # stable within one
+        for item in sorted(mine, key=lambda i: -self._rank(i.parent.target.framework)):  # stable within one
             self._items[(item.parent.nodeid, item.check)] = item
             self._submit(item.parent.nodeid, item.check)
 

@@ -560,7 +560,7 @@ def pytest_collection_modifyitems(session, config, items):
     alongside = set(ALONGSIDE) & checks if checks - set(ALONGSIDE) else set()
     if alongside and not config.option.collectonly:
         from .lane import Lane
-        run.lane = Lane(run.session, sorted(alongside))
+        run.lane = Lane(run.session, sorted(alongside), start_rank)
     ours = sorted((items[i] for i in slots), key=lambda item: (item.check in alongside,
                                                                start_rank(item.parent.target.framework),
                                                                item.check in FRESH_PROCESS))

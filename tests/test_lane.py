@@ -82,7 +82,7 @@ def test_the_lane_takes_the_frameworks_the_main_thread_runs_last_first():
     ran = []
     items = [_Item(fw, f"{fw}-{n}", check, ran) for fw in ("jax", "torch", "tensorflow") for n in (1, 2)
              for check in ("values", "compiled", "export")]
-    lane = Lane(_Session(), ["compiled", "export"])
+    lane = Lane(_Session(), ["compiled", "export"], start_rank)
     lane.plan(items)
     verdict, took = lane.verdict(items[1])
     assert verdict["outcome"] == "passed" and took >= 0
