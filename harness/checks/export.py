@@ -248,7 +248,8 @@ def _compare_format(ctx, fmt, notes, ran, cases, original, problems) -> str:
             eager, out = out, traced[fmt]
             if out.shape == eager.shape and is_inexact(out.dtype):
                 both = np.isfinite(out) & np.isfinite(eager)  # -inf where both mask is no gap
-                eager_gap = max(eager_gap, float(np.max(np.abs(out[both].astype(np.float64) - eager[both]),
+                wide = np.result_type(out.dtype, np.float64)  # complex stays complex: its gap is a modulus
+                eager_gap = max(eager_gap, float(np.max(np.abs(out[both].astype(wide) - eager[both]),
                                                         initial=0.0)))
         if got is None:
             problems.append(f"{fmt}: case {name!r}: {error}")
