@@ -541,6 +541,7 @@ def start_rank(framework: str) -> int:
     return FRAMEWORKS[framework].start_rank if framework in FRAMEWORKS else len(FRAMEWORKS)
 
 
+@pytest.hookimpl(wrapper=True)
 def pytest_collection_modifyitems(session, config, items):
     """With -n 0 the checks run framework by framework, in the order their executors start (see
     ``Framework.start_rank``): one framework's checks run while the next one's executors import it.
@@ -548,11 +549,14 @@ def pytest_collection_modifyitems(session, config, items):
     after the framework's other executors, and the first target's would otherwise wait for its import.
     The ALONGSIDE checks, where the run has others, run on a second lane (harness.lane): their items come
     after all the others and collect the verdicts.
-    Under xdist the scheduler (harness.scheduling) decides, and the order stays as collected."""
+    Under xdist the scheduler (harness.scheduling) decides, and the order stays as collected.
+    It reorders after every other plugin's hook (a wrapper, after its yield): a shard's selection
+    (pytest-split) is then made on the collected order, the same with -n 0 as under xdist."""
     from .checks import ALONGSIDE, FRESH_PROCESS
+    result = yield
     run = config.stash.get(_RUN_KEY, None)
     if not (run and run.active) or _is_worker(config) or config.getoption("numprocesses", None):
-        return
+        return result
     slots = [i for i, item in enumerate(items) if isinstance(item, ConformanceItem)]
     checks = {items[i].check for i in slots}
     # the ALONGSIDE checks run on a second lane (harness.lane) where the run also has others to run beside
@@ -566,6 +570,7 @@ def pytest_collection_modifyitems(session, config, items):
                                                                item.check in FRESH_PROCESS))
     for i, item in zip(slots, ours):  # other items keep their places
         items[i] = item
+    return result
 
 
 @pytest.hookimpl(trylast=True)

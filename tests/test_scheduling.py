@@ -92,11 +92,15 @@ def test_one_process_runs_framework_by_framework_in_start_order():
     done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--collect-only", "-q",
                            "-n", "0", "--dtype", "float32", "--framework", "torch", "--framework", "tensorflow",
                            "--framework", "jax"], cwd=root, capture_output=True, text=True, timeout=300)
+    from harness.checks import ALONGSIDE
     ids = [ln for ln in done.stdout.splitlines() if "::" in ln]
-    order = [i.split("[")[1].split("-")[0] for i in ids]
-    runs = [fw for n, fw in enumerate(order) if n == 0 or order[n - 1] != fw]
-    assert runs == sorted(set(order), key=lambda fw: FRAMEWORKS[fw].start_rank), runs
-    assert len(runs) == 3, done.stdout[-2000:]
+    lane = [i.rpartition("::")[2] in ALONGSIDE for i in ids]
+    assert lane == sorted(lane), "the second lane's items (harness.lane) come after all the others"
+    for part in (False, True):  # the main thread's items, then the lane's, each framework by framework
+        order = [i.split("[")[1].split("-")[0] for i, on_lane in zip(ids, lane) if on_lane is part]
+        runs = [fw for n, fw in enumerate(order) if n == 0 or order[n - 1] != fw]
+        assert runs == sorted(set(order), key=lambda fw: FRAMEWORKS[fw].start_rank), runs
+        assert len(runs) == 3, done.stdout[-2000:]
 
 
 def test_one_process_runs_a_frameworks_fresh_process_checks_after_its_others():

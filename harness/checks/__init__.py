@@ -38,14 +38,8 @@ CHECKS = {
     "mixed_precision": check_mixed_precision,
 }
 
-# Checks a run includes only when asked (--check ID): compiled and export until -n 2 is clearly within 1.5x the
-# matrix's time and the mutant catalogue declares what they catch in every mutant (see docs/benchmark.md);
-# mixed_precision judges a use that not every layer meets.
+# Checks a run includes only when asked (--check ID): mixed_precision judges a use that not every layer meets.
 OPT_IN = {
-    "compiled": "compiles every layer with each framework's compiler",
-    "export": "saves every layer in each format and reloads it in a fresh process (with compiled: 1.32x the "
-              "matrix's time at -n 0, 1.48-1.56x at -n 2; default once the mutant catalogue declares what they "
-              "catch)",
     "mixed_precision": "runs every layer under each framework's mixed-precision mechanisms, which a layer used only "
                        "in its own dtype never meets (about 1.03x the matrix's time)",
 }

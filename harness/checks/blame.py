@@ -35,10 +35,15 @@ PREREQUISITES = {
     "device_parity": ("modes", "values"),
     "second_order": ("modes", "values", "gradients"),
     "mixed_precision": ("modes",),  # compares two inference-mode calls of the layer
+    # compare evaluation-mode calls of the layer compiled, or reloaded, with the eager one; compiled builds
+    # its eager twin from the same state, which rests on that state making a faithful fresh instance
+    "compiled": ("modes", "serialization"),
+    "export": ("modes",),
 }
 _WHY = {"modes": "the layer does not follow the framework's training/inference switch",
         "values": "the outputs already differ from the reference",
-        "gradients": "the first derivatives are already wrong"}
+        "gradients": "the first derivatives are already wrong",
+        "serialization": "the layer's state does not make a faithful fresh instance"}
 
 
 def state_findings(ctx) -> list[Finding]:

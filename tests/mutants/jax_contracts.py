@@ -377,7 +377,7 @@ MUTANTS = [
     Mutant("jax", "scaled", f"{M}:scaled_grad_for_k", "gradients", "non-differentiable input 'k'"),
     Mutant("jax", "scaled", f"{M}:scaled_forgets_k", "gradients", "the backward rule is scaled wrongly"),
     Mutant("jax", "linear_vjp", f"{M}:linear_no_bias_grad", "gradients", "gradient for input 'b' (case 'square')"),
-    Mutant("jax", "linear_vjp", f"{M}:linear_untransposed", "gradients", "gradient for input 'x' (case 'square')", blocked=('second_order',)),
+    Mutant("jax", "linear_vjp", f"{M}:linear_untransposed", "gradients", "gradient for input 'x' (case 'square')", blocked=('second_order',), also=('compiled', 'export')),
     Mutant("jax", "softmax_cross_entropy", f"{M}:softmax_ce_naive", "values", "NaN", blocked=('gradients', 'second_order')),
     Mutant("jax", "softmax_cross_entropy", f"{M}:softmax_ce_grad_to_labels", "gradients",
            "non-differentiable input 'labels'"),
@@ -388,20 +388,20 @@ MUTANTS = [
     Mutant("jax", "clamp_ste", f"{M}:clamp_ste_inclusive", "gradients", "input 'X' (case 'boundary')"),
     Mutant("jax", "clamp_ste", f"{M}:clamp_ste_grad_to_bounds", "gradients", "non-differentiable input 'lo'"),
     Mutant("jax", "rmsnorm_bias", f"{M}:BiasAlwaysCreated", "strict_loading", "it grows by nothing"),
-    Mutant("jax", "rmsnorm_bias", f"{M}:BiasRawArray", "parameters", "untracked attribute 'bias'", blocked=('composition', 'serialization', 'devices', 'gradients', 'strict_loading')),
+    Mutant("jax", "rmsnorm_bias", f"{M}:BiasRawArray", "parameters", "untracked attribute 'bias'", blocked=('compiled', 'composition', 'devices', 'export', 'gradients', 'serialization', 'strict_loading')),
     Mutant("jax", "rmsnorm_bias", f"{M}:BiasBeforeScale", "values", "case 'random': mismatched elements", blocked=('gradients',)),
     Mutant("jax", "dropout", f"{M}:DropoutTorchFlag", "modes", "in evaluation mode, switched on the enclosing container",
-           blocked=('device_parity', 'gradients', 'native', 'values')),
+           blocked=('compiled', 'device_parity', 'export', 'gradients', 'native', 'values')),
     Mutant("jax", "dropout", f"{M}:DropoutCallArgument", "modes",
            "in evaluation mode, switched on the enclosing container",
-           blocked=('device_parity', 'gradients', 'native', 'values')),
+           blocked=('compiled', 'device_parity', 'export', 'gradients', 'native', 'values')),
     # the key held as a plain array is the mistake (never advanced): the fresh-mask test is blocked by it
     Mutant("jax", "dropout", f"{M}:DropoutKeyOnce", "parameters", "untracked tensor attribute 'key'",
            blocked=('composition', 'devices', 'modes')),
     Mutant("jax", "dropout", f"{M}:DropoutKeepsP", "modes", "(Hoeffding bound, false-alarm probability 1e-09)"),
     Mutant("jax", "dropout", f"{M}:DropoutNoRescale", "modes", "surviving entries are scaled by 1, expected"),
     Mutant("jax", "checkpointed_tanh_stack", f"{M}:CheckpointClosedOverWeights", "values", "mismatched elements",
-           blocked=('gradients',)),
+           blocked=('gradients',), also=('export',)),
     Mutant("jax", "checkpointed_tanh_stack", f"{M}:CheckpointStopGradient", "gradients", "gradient for slot 'w'"),
     Mutant("jax", "centered", f"{M}:CenteredMedian", "properties", "property mean_zero", also=('values',),
            blocked=('gradients',)),
@@ -425,7 +425,7 @@ def log1pexp_numpy_bwd(x):
 
 
 MUTANTS += [
-    Mutant("jax", "log1pexp", f"{M}:log1pexp_numpy_bwd", "second_order", "TracerArrayConversionError"),
+    Mutant("jax", "log1pexp", f"{M}:log1pexp_numpy_bwd", "second_order", "TracerArrayConversionError", also=('compiled', 'export')),
 ]
 
 

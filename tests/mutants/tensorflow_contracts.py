@@ -203,8 +203,8 @@ def clamp_ste_grad_to_bounds(X, lo, hi):
 class BiasAlwaysCreated(keras.layers.Layer):
     """Creates the bias whatever the flag says (and only uses it when asked): get_weights() does
     not change length, so a bias-free checkpoint is indistinguishable."""
-    def __init__(self, eps=1e-6, bias=False):
-        super().__init__()
+    def __init__(self, eps=1e-6, bias=False, **kwargs):
+        super().__init__(**kwargs)
         self.eps = eps
         self.use_bias = bias
 
@@ -240,8 +240,8 @@ def _drop(X, p):
 
 class DropoutOwnFlag(keras.layers.Layer):
     """Consults its own flag, set once in __init__: training=False on the model never reaches it."""
-    def __init__(self, p=0.5):
-        super().__init__()
+    def __init__(self, p=0.5, **kwargs):
+        super().__init__(**kwargs)
         self.p = p
         self.is_training = True
 
@@ -252,8 +252,8 @@ class DropoutOwnFlag(keras.layers.Layer):
 class DropoutFlagMisnamed(keras.layers.Layer):
     """Its call takes `train`, not `training`: Keras passes the mode only under the name `training`,
     so the default (True) always wins."""
-    def __init__(self, p=0.5):
-        super().__init__()
+    def __init__(self, p=0.5, **kwargs):
+        super().__init__(**kwargs)
         self.p = p
 
     def call(self, X, train=True):
@@ -262,8 +262,8 @@ class DropoutFlagMisnamed(keras.layers.Layer):
 
 class DropoutKeepsP(keras.layers.Layer):
     """Keeps with probability p instead of dropping with it."""
-    def __init__(self, p=0.5):
-        super().__init__()
+    def __init__(self, p=0.5, **kwargs):
+        super().__init__(**kwargs)
         self.p = p
 
     def call(self, X, training=None):
@@ -274,8 +274,8 @@ class DropoutKeepsP(keras.layers.Layer):
 
 class DropoutNoRescale(keras.layers.Layer):
     """Zeroes but does not rescale the survivors: the expected activation shrinks in training."""
-    def __init__(self, p=0.5):
-        super().__init__()
+    def __init__(self, p=0.5, **kwargs):
+        super().__init__(**kwargs)
         self.p = p
 
     def call(self, X, training=None):
@@ -286,8 +286,8 @@ class DropoutNoRescale(keras.layers.Layer):
 
 class DropoutStatelessSeed(keras.layers.Layer):
     """A stateless draw with a fixed seed: the same mask on every call."""
-    def __init__(self, p=0.5):
-        super().__init__()
+    def __init__(self, p=0.5, **kwargs):
+        super().__init__(**kwargs)
         self.p = p
 
     def call(self, X, training=None):
@@ -327,8 +327,8 @@ class CenteredMedian(keras.layers.Layer):
 
 class MaskDiagonal(keras.layers.Layer):
     """>= instead of >: masks the diagonal too, so a query cannot see its own position."""
-    def __init__(self, max_len):
-        super().__init__()
+    def __init__(self, max_len, **kwargs):
+        super().__init__(**kwargs)
         self.mask = self.add_weight(name="mask", shape=(max_len, max_len), dtype="bool", trainable=False,
                                     initializer="zeros")
         self.mask.assign(tf.range(max_len)[None, :] >= tf.range(max_len)[:, None])
@@ -354,7 +354,7 @@ MUTANTS = [
     Mutant(F, "scaled", f"{M}:scaled_grad_for_k", "gradients", "non-differentiable input 'k'"),
     Mutant(F, "scaled", f"{M}:scaled_forgets_k", "gradients", "the backward rule is scaled wrongly"),
     Mutant(F, "linear_vjp", f"{M}:linear_no_bias_grad", "gradients", "no gradient reached 'b'"),
-    Mutant(F, "linear_vjp", f"{M}:linear_untransposed", "gradients", "gradient for input 'x' (case 'square')", blocked=('second_order',)),
+    Mutant(F, "linear_vjp", f"{M}:linear_untransposed", "gradients", "gradient for input 'x' (case 'square')", blocked=('second_order',), also=('compiled', 'export')),
     Mutant(F, "softmax_cross_entropy", f"{M}:softmax_ce_naive", "values", "NaN", blocked=('gradients', 'second_order')),
     Mutant(F, "softmax_cross_entropy", f"{M}:softmax_ce_builtin", "gradients", "non-differentiable input 'labels'"),
     Mutant(F, "softmax_cross_entropy", f"{M}:softmax_ce_grad_to_labels", "gradients",
@@ -368,15 +368,15 @@ MUTANTS = [
     Mutant(F, "rmsnorm_bias", f"{M}:BiasTolerantLoad", "strict_loading",
            "loaded strictly into the layer without an error"),
     Mutant(F, "rmsnorm_bias", f"{M}:BiasBeforeScale", "values", "case 'random': mismatched elements", blocked=('gradients',)),
-    Mutant(F, "dropout", f"{M}:DropoutOwnFlag", "modes", "in evaluation mode, switched on the enclosing container", blocked=('serialization', 'devices', 'device_parity', 'values', 'native', 'gradients')),
+    Mutant(F, "dropout", f"{M}:DropoutOwnFlag", "modes", "in evaluation mode, switched on the enclosing container", blocked=('compiled', 'device_parity', 'devices', 'export', 'gradients', 'native', 'serialization', 'values')),
     Mutant(F, "dropout", f"{M}:DropoutFlagMisnamed", "modes",
-           "in evaluation mode, switched on the enclosing container", blocked=('serialization', 'devices', 'device_parity', 'values', 'native', 'gradients')),
+           "in evaluation mode, switched on the enclosing container", blocked=('compiled', 'device_parity', 'devices', 'export', 'gradients', 'native', 'serialization', 'values')),
     Mutant(F, "dropout", f"{M}:DropoutKeepsP", "modes", "(Hoeffding bound, false-alarm probability 1e-09)"),
     Mutant(F, "dropout", f"{M}:DropoutNoRescale", "modes", "surviving entries are scaled by 1, expected"),
     Mutant(F, "dropout", f"{M}:DropoutStatelessSeed", "modes", "not drawn afresh per call"),
     Mutant(F, "checkpointed_tanh_stack", f"{M}:CheckpointStaleWeights", "gradients", "gradient for slot 'w'"),
     Mutant(F, "centered", f"{M}:CenteredMedian", "properties", "property mean_zero", also=('values',), blocked=('gradients',)),
-    Mutant(F, "rmsnorm", "tests.mutants.tensorflow_mutants:EpsOutsideSqrt", "properties", "property mean_square", also=('values',), blocked=('native', 'gradients')),
+    Mutant(F, "rmsnorm", "tests.mutants.tensorflow_mutants:EpsOutsideSqrt", "properties", "property mean_square", also=('compiled', 'values'), blocked=('native', 'gradients')),
     Mutant(F, "causal_mask", f"{M}:MaskDiagonal", "properties", "on the diagonal changed", also=('buffers',)),
 ]
 
@@ -394,7 +394,7 @@ def log1pexp_numpy_grad(x):
 
 MUTANTS += [
     Mutant(F, "log1pexp", f"{M}:log1pexp_numpy_grad", "second_order",
-           "Hessian-vector product for input 'x' (case 'random') is None"),
+           "Hessian-vector product for input 'x' (case 'random') is None", also=('compiled', 'export')),
 ]
 
 

@@ -16,8 +16,8 @@ def _rms(X, eps):
 
 class GainRawVariable(keras.layers.Layer):
     """The gain as a raw tf.Variable attribute: not among trainable_variables or get_weights()."""
-    def __init__(self, eps=1e-6):
-        super().__init__()
+    def __init__(self, eps=1e-6, **kwargs):
+        super().__init__(**kwargs)
         self.eps = eps
 
     def build(self, X_shape):
@@ -29,8 +29,8 @@ class GainRawVariable(keras.layers.Layer):
 
 class GainNotTrainable(keras.layers.Layer):
     """The gain from add_weight(trainable=False): registered, saved and moved, but never trained."""
-    def __init__(self, eps=1e-6):
-        super().__init__()
+    def __init__(self, eps=1e-6, **kwargs):
+        super().__init__(**kwargs)
         self.eps = eps
 
     def build(self, X_shape):
@@ -42,8 +42,8 @@ class GainNotTrainable(keras.layers.Layer):
 
 class GainInList(keras.layers.Layer):
     """Raw tf.Variables in a list: Keras tracks lists, but only its own Variables inside them."""
-    def __init__(self, eps=1e-6):
-        super().__init__()
+    def __init__(self, eps=1e-6, **kwargs):
+        super().__init__(**kwargs)
         self.eps = eps
 
     def build(self, X_shape):
@@ -55,8 +55,8 @@ class GainInList(keras.layers.Layer):
 
 class GainInCall(keras.layers.Layer):
     """add_weight in call instead of build: Keras locks a layer's state once it is built."""
-    def __init__(self, eps=1e-6):
-        super().__init__()
+    def __init__(self, eps=1e-6, **kwargs):
+        super().__init__(**kwargs)
         self.eps = eps
 
     def call(self, X):
@@ -67,8 +67,8 @@ class GainInCall(keras.layers.Layer):
 
 class GainPinnedToCPU0(keras.layers.Layer):
     """The gain created under an explicit CPU:0 scope: it stays there whatever device the layer is built on."""
-    def __init__(self, eps=1e-6):
-        super().__init__()
+    def __init__(self, eps=1e-6, **kwargs):
+        super().__init__(**kwargs)
         self.eps = eps
 
     def build(self, X_shape):
@@ -81,8 +81,8 @@ class GainPinnedToCPU0(keras.layers.Layer):
 
 class EpsOutsideSqrt(keras.layers.Layer):
     """x / (sqrt(mean x^2) + eps): right for large rows, wrong where mean square ~ eps."""
-    def __init__(self, eps=1e-6):
-        super().__init__()
+    def __init__(self, eps=1e-6, **kwargs):
+        super().__init__(**kwargs)
         self.eps = eps
 
     def build(self, X_shape):
@@ -94,8 +94,8 @@ class EpsOutsideSqrt(keras.layers.Layer):
 
 class WrongAxis(keras.layers.Layer):
     """Normalizes over the batch axis instead of the feature axis."""
-    def __init__(self, eps=1e-6):
-        super().__init__()
+    def __init__(self, eps=1e-6, **kwargs):
+        super().__init__(**kwargs)
         self.eps = eps
 
     def build(self, X_shape):
@@ -111,8 +111,8 @@ def _triu(max_len):
 
 class MaskTrainable(keras.layers.Layer):
     """The mask from add_weight(trainable=True) (the default): an optimizer would be handed it."""
-    def __init__(self, max_len):
-        super().__init__()
+    def __init__(self, max_len, **kwargs):
+        super().__init__(**kwargs)
         self.mask = self.add_weight(name="mask", shape=(max_len, max_len), dtype="bool", initializer="zeros")
         self.mask.assign(_triu(max_len))
 
@@ -123,8 +123,8 @@ class MaskTrainable(keras.layers.Layer):
 
 class MaskPlainTensor(keras.layers.Layer):
     """The mask as a plain tensor attribute: get_weights() omits it."""
-    def __init__(self, max_len):
-        super().__init__()
+    def __init__(self, max_len, **kwargs):
+        super().__init__(**kwargs)
         self.mask = _triu(max_len)
 
     def call(self, scores):
@@ -134,8 +134,8 @@ class MaskPlainTensor(keras.layers.Layer):
 
 class MaskEveryCall(keras.layers.Layer):
     """The mask built afresh at every call: right values, but no state where the contract declares one."""
-    def __init__(self, max_len):
-        super().__init__()
+    def __init__(self, max_len, **kwargs):
+        super().__init__(**kwargs)
 
     def call(self, scores):
         T = scores.shape[-1]
@@ -171,8 +171,8 @@ def ste_doubled(X):
 
 class DeviceDependent(keras.layers.Layer):
     """Computes differently where its weight lives (a device-specific kernel with a bug)."""
-    def __init__(self, eps=1e-6):
-        super().__init__()
+    def __init__(self, eps=1e-6, **kwargs):
+        super().__init__(**kwargs)
         self.eps = eps
 
     def build(self, X_shape):
@@ -186,8 +186,8 @@ class DeviceDependent(keras.layers.Layer):
 class SetWeightsWhatFits(keras.layers.Layer):
     """A set_weights override that loads what fits and ignores the rest: a weight list of the
     wrong length loads silently (the gain may stay at its initial ones)."""
-    def __init__(self, eps=1e-6):
-        super().__init__()
+    def __init__(self, eps=1e-6, **kwargs):
+        super().__init__(**kwargs)
         self.eps = eps
 
     def build(self, X_shape):
@@ -204,23 +204,23 @@ class SetWeightsWhatFits(keras.layers.Layer):
 M = "tests.mutants.tensorflow_mutants"
 MUTANTS = [
     Mutant("tensorflow", "rmsnorm", f"{M}:DeviceDependent", "device_parity", "output on CPU:1 vs cpu", also=('devices',)),
-    Mutant("tensorflow", "rmsnorm", f"{M}:GainRawVariable", "parameters", "untracked attribute 'gain'", blocked=('composition', 'serialization', 'devices', 'gradients')),
-    Mutant("tensorflow", "rmsnorm", f"{M}:GainRawVariable", "parameters", "self.add_weight(...) in build()", blocked=('composition', 'serialization', 'devices', 'gradients')),
+    Mutant("tensorflow", "rmsnorm", f"{M}:GainRawVariable", "parameters", "untracked attribute 'gain'", blocked=('compiled', 'composition', 'devices', 'export', 'gradients', 'serialization')),
+    Mutant("tensorflow", "rmsnorm", f"{M}:GainRawVariable", "parameters", "self.add_weight(...) in build()", blocked=('compiled', 'composition', 'devices', 'export', 'gradients', 'serialization')),
     Mutant("tensorflow", "rmsnorm", f"{M}:GainNotTrainable", "parameters",
            "it is created with add_weight(trainable=False)", blocked=('gradients',)),
     Mutant("tensorflow", "causal_mask", f"{M}:MaskEveryCall", "buffers",
-           "non-trainable slot 'mask' is missing from the layer's state", blocked=('serialization',)),
-    Mutant("tensorflow", "rmsnorm", f"{M}:GainInList", "parameters", "untracked attribute 'gains[0]'", blocked=('composition', 'serialization', 'devices', 'gradients')),
+           "non-trainable slot 'mask' is missing from the layer's state", blocked=('compiled', 'export', 'serialization')),
+    Mutant("tensorflow", "rmsnorm", f"{M}:GainInList", "parameters", "untracked attribute 'gains[0]'", blocked=('compiled', 'composition', 'devices', 'export', 'gradients', 'serialization')),
     Mutant("tensorflow", "rmsnorm", f"{M}:GainInCall", "parameters",
-           "All state must be created in the `__init__()` method or in the `build()` method", blocked=('composition', 'serialization', 'devices', 'device_parity', 'values', 'native', 'gradients', 'strict_loading', 'properties')),
-    Mutant("tensorflow", "rmsnorm", f"{M}:EpsOutsideSqrt", "values", "case 'edge_rows'", also=('properties',), blocked=('native', 'gradients')),
+           "All state must be created in the `__init__()` method or in the `build()` method", blocked=('compiled', 'composition', 'device_parity', 'devices', 'export', 'gradients', 'native', 'properties', 'serialization', 'strict_loading', 'values')),
+    Mutant("tensorflow", "rmsnorm", f"{M}:EpsOutsideSqrt", "values", "case 'edge_rows'", also=('compiled', 'properties'), blocked=('native', 'gradients')),
     Mutant("tensorflow", "rmsnorm", f"{M}:WrongAxis", "values", "case 'random': mismatched elements", also=('properties',), blocked=('native', 'gradients')),
     Mutant("tensorflow", "causal_mask", f"{M}:MaskTrainable", "buffers", "is registered as trainable", blocked=('parameters',)),
     Mutant("tensorflow", "causal_mask", f"{M}:MaskTrainable", "buffers", "add_weight(..., trainable=False)", blocked=('parameters',)),
-    Mutant("tensorflow", "causal_mask", f"{M}:MaskPlainTensor", "buffers", "held as a plain attribute 'mask'", blocked=('serialization', 'devices')),
+    Mutant("tensorflow", "causal_mask", f"{M}:MaskPlainTensor", "buffers", "held as a plain attribute 'mask'", blocked=('compiled', 'devices', 'export', 'serialization')),
     Mutant("tensorflow", "round_ste", f"{M}:round_ste_undecorated", "gradients", "no gradient reached 'w'"),
     Mutant("tensorflow", "round_ste", f"{M}:ste_reads_variable", "values",
-           "TypeError: @tf.custom_gradient grad_fn must accept keyword argument 'variables'", also=("devices",), blocked=('device_parity', 'gradients')),
+           "TypeError: @tf.custom_gradient grad_fn must accept keyword argument 'variables'", also=('compiled', 'devices', 'export'), blocked=('device_parity', 'gradients')),
     Mutant("tensorflow", "round_ste", f"{M}:ste_doubled", "gradients", "2x the expected"),
     Mutant("tensorflow", "rmsnorm", f"{M}:GainPinnedToCPU0", "devices", "'gain' on CPU:0"),
     Mutant("tensorflow", "rmsnorm", f"{M}:SetWeightsWhatFits", "strict_loading",

@@ -161,15 +161,15 @@ class LoadIgnoresKeys(nn.Module):
 
 M = "tests.mutants.torch_mutants"
 MUTANTS = [
-    Mutant("torch", "rmsnorm", f"{M}:GainPlainTensor", "parameters", "untracked attribute 'gain'", blocked=('composition', 'serialization', 'devices', 'gradients')),
-    Mutant("torch", "rmsnorm", f"{M}:GainInList", "parameters", "untracked attribute 'weights[0]'", blocked=('composition', 'serialization', 'devices', 'gradients')),
+    Mutant("torch", "rmsnorm", f"{M}:GainPlainTensor", "parameters", "untracked attribute 'gain'", blocked=('compiled', 'composition', 'devices', 'export', 'gradients', 'serialization')),
+    Mutant("torch", "rmsnorm", f"{M}:GainInList", "parameters", "untracked attribute 'weights[0]'", blocked=('compiled', 'composition', 'devices', 'export', 'gradients', 'serialization')),
     Mutant("torch", "rmsnorm", f"{M}:EpsOutsideSqrt", "values", "case 'edge_rows'", also=('properties',), blocked=('native', 'gradients')),
     Mutant("torch", "rmsnorm", f"{M}:WrongAxis", "values", "case 'random': mismatched elements", also=('properties',), blocked=('native', 'gradients')),
     Mutant("torch", "causal_mask", f"{M}:MaskAsParameter", "buffers", "is registered as trainable", blocked=('parameters',)),
-    Mutant("torch", "causal_mask", f"{M}:MaskPlainAttribute", "buffers", "held as a plain attribute 'mask'", blocked=('serialization', 'devices')),
+    Mutant("torch", "causal_mask", f"{M}:MaskPlainAttribute", "buffers", "held as a plain attribute 'mask'", blocked=('compiled', 'devices', 'export', 'serialization')),
     Mutant("torch", "causal_mask", f"{M}:MaskNotPersistent", "buffers", "not in the saved state", blocked=('serialization',)),
     Mutant("torch", "causal_mask", f"{M}:MaskEveryCall", "buffers", "non-trainable slot 'mask' is missing from the "
-           "layer's state", blocked=("serialization",)),
+           "layer's state", blocked=('compiled', 'export', 'serialization')),
     Mutant("torch", "rmsnorm", f"{M}:GainAsBuffer", "parameters", "registered as non-trainable state ('gain'): "
            "gradients skip it and no optimizer updates it; it is a buffer", blocked=("gradients",)),
     Mutant("torch", "round_ste", f"{M}:ste_forward_called_directly", "gradients", "no custom backward rule ran"),
