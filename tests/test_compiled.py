@@ -143,3 +143,15 @@ def test_new_batch_sizes_are_tried_and_their_recompiles_counted_against_the_limi
     assert rec["outcome"] == "failed", rec
     assert f"{compiler} recompiled {recompiles} times for {sizes}, more than the {recompiles - 1} allowed" \
         in rec["message"], rec["message"]
+
+
+def test_a_gap_in_finiteness_under_the_compiler_gets_no_hint():
+    """NaN under the compiler where eager execution is finite is a degenerate formula the compiler rewrote (eps
+    outside the sqrt, under XLA), not Python state frozen at trace time: no hint names a cause; a finite gap does."""
+    import numpy as np
+    from harness.checks.compiled import _diagnose
+    want = np.ones((2, 3), np.float32)
+    got = want.copy()
+    got[0, 0] = np.nan
+    assert _diagnose("xla", "gradient for input 'X'", got, want, None) == ""
+    assert "froze" in _diagnose("xla", "gradient for input 'X'", want * 2, want, None)
