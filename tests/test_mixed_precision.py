@@ -59,7 +59,7 @@ PASSING = [
 @pytest.mark.parametrize("framework,contract,impl,want", PASSING, ids=[f"{p[0]}-{p[1]}" for p in PASSING])
 def test_correct_layer_passes_with_float32_variables(sessions, framework, contract, impl, want):
     rec = _run(sessions, framework, contract, impl)
-    assert rec["outcome"] == "passed", rec
+    assert rec["outcome"] == "passed", rec.get("message")  # the whole message: the summary line cuts it
     policies = rec["details"]["policies"]
     for policy, (variables, output) in want.items():
         assert policies[policy]["variables"] == variables, policies[policy]
@@ -112,3 +112,22 @@ def test_contract_can_declare_not_applicable(tmp_path):
     assert c.mixed_precision == {"not_applicable": "a float32-only layer"}
     rec = run_check(ctx_for(c, object(), "torch"), "mixed_precision", timeout=60)
     assert rec["outcome"] == "skipped" and "a float32-only layer" in rec["message"], rec
+
+
+def test_a_cpu_without_bfloat16_kernels_makes_mxnet_bfloat16_not_applicable(monkeypatch):
+    """The CPU, not the layer: where MXNet's oneDNN has no bfloat16 kernels (limited here to AVX2, as on
+    a CPU without AVX-512), AMP's bfloat16 policy is n/a with the reason and float16 still runs."""
+    from harness.executor import Session
+
+    from .conftest import executor_pythons
+    monkeypatch.setenv("DNNL_MAX_CPU_ISA", "AVX2")  # read by oneDNN in the executors this session starts
+    session = Session(executor_pythons("mxnet"))
+    try:
+        rec = _run(lambda framework: session, "mxnet", "rmsnorm", "reference_impls.mxnet.rmsnorm:IMPL")
+    finally:
+        session.close()
+    assert rec["outcome"] == "passed", rec.get("message")
+    policies = rec["details"]["policies"]
+    assert policies["amp.init(target_dtype='bfloat16')"].startswith(
+        "n/a: this CPU has no bfloat16 kernels for MXNet's oneDNN"), policies
+    assert policies["amp.init(target_dtype='float16')"]["variables"] == {"gain": "float32"}, policies

@@ -399,13 +399,7 @@ class FrameworkAdapter(Adapter):
         target = self._AMP[policy]
         amp.init(target_dtype=target)  # before the user's module is imported, as AMP's tutorial has it
         if target == "bfloat16":
-            try:  # oneDNN runs bfloat16 only on CPUs with bfloat16 instructions (AVX512-BF16, AMX)
-                probe = gluon.nn.Dense(2, in_units=2)
-                probe.initialize()
-                probe(mx.nd.ones((1, 2))).astype("float32").asnumpy()
-            except mx.base.MXNetError as exc:
-                raise Unsupported(f"this CPU has no bfloat16 kernels for MXNet's oneDNN "
-                                  f"({str(exc).splitlines()[0][:120]})") from None
+            _probe_bfloat16()
         impl, layer = self.built_with(impl, constructor, inputs, assign)
         fn = layer if layer is not None else self.as_callable(impl)
         args = [_array(a) for a in inputs]
@@ -477,3 +471,56 @@ class _Hybridized:
             return original(F, *args, **kwargs)
         layer.hybrid_forward = counting
         layer.hybridize()
+
+
+def _probe_bfloat16(wait_s: float = 60.0) -> None:
+    """Raise Unsupported where this CPU cannot run AMP's bfloat16 operators (FullyConnected, Convolution,
+    forward and backward): oneDNN runs bfloat16 only with bfloat16 instructions (AVX512-BF16, AMX), and
+    where it picks AMX tiles that the kernel has not granted to the process, the process dies of SIGILL.
+    The probe runs in a child process, so that a CPU's failure, crash included, is never the layer's.
+    Forked before anything has computed here (as the zygote forks this process), so no thread pool is
+    half-copied."""
+    import select
+    import signal
+    import time
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: run the operators, say what failed, leave without the parent's atexit
+        code = 0
+        try:
+            os.close(read)
+            dense, conv = gluon.nn.Dense(64, in_units=64), gluon.nn.Conv2D(8, 3, in_channels=4)
+            dense.initialize()
+            conv.initialize()
+            x, img = mx.nd.ones((16, 64)), mx.nd.ones((2, 4, 8, 8))
+            x.attach_grad()
+            img.attach_grad()
+            with autograd.record():
+                loss = dense(x).astype("float32").sum() + conv(img).astype("float32").sum()
+            loss.backward()
+            x.grad.asnumpy(), img.grad.asnumpy()
+        except BaseException as exc:  # noqa: BLE001 - whatever it is, the parent reports it
+            os.write(write, (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200].encode())
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(write)
+    said, left, end = b"", False, time.monotonic() + wait_s
+    try:
+        while not left and time.monotonic() < end:
+            ready, _, _ = select.select([read], [], [], max(0.0, end - time.monotonic()))
+            if ready:
+                chunk = os.read(read, 4096)
+                said, left = said + chunk, not chunk  # end of file: the child has left (or is leaving)
+    finally:
+        os.close(read)
+    if not left:
+        os.kill(pid, signal.SIGKILL)
+    _, status = os.waitpid(pid, 0)
+    if not left:
+        raise Unsupported(f"MXNet's bfloat16 operators did not finish on this CPU in {wait_s:.0f} s")
+    if os.WIFSIGNALED(status):
+        raise Unsupported(f"MXNet's bfloat16 operators kill the process on this CPU "
+                          f"({signal.Signals(os.WTERMSIG(status)).name}): its oneDNN cannot run them here")
+    if os.WEXITSTATUS(status) != 0:
+        raise Unsupported(f"this CPU has no bfloat16 kernels for MXNet's oneDNN ({said.decode(errors='replace')})")
