@@ -488,18 +488,19 @@ class FrameworkAdapter(Adapter):
             if isinstance(layer, nnx.Module):  # the layer's own call, as below
                 out = self.call(fn, inputs)
             return out, x_grads, state_grads
-        # The gradients as the adapter's own calls take them (traced, on a merged copy): under jax.vjp the
-        # inputs are tracers even op by op, so a pullback op by op would take no other path, only longer.
-        _, x_grads, state_grads = self.vjp(fn, layer, inputs, wrt, cotangent)
         with jax.disable_jit(), _x64(_wants_x64(*inputs)):
-            # the output is the layer's own call on arrays, so that what the layer does to itself in Python
-            # (a counter, a cache) happens as it does eagerly, and a path it takes for arrays is taken
-            if isinstance(layer, nnx.Module):
-                layer.eval()
-            out = fn(*[self.tensor(a) for a in inputs])
+            args = [self.tensor(a) for a in inputs]
+            pure, params, rest = self._pure(fn, layer, wrt)
+            out, pullback = jax.vjp(lambda xs, ps: pure(xs, args, ps, rest), [args[i] for i in wrt], params)
             if not isinstance(out, jax.Array):
                 raise TypeError(f"the output is a {type(out).__name__}, not a jax.Array")
-        return out, x_grads, state_grads
+            x_grads, p_grads = pullback(jnp.asarray(np.asarray(cotangent), dtype=out.dtype))
+            if isinstance(layer, nnx.Module):
+                # the pullback ran on a merged copy; the output is the layer's own call, so that what the
+                # layer does to itself in Python (a counter, a cache) happens as it does eagerly
+                layer.eval()
+                out = fn(*args)
+        return out, *_by_input(self, layer, len(inputs), wrt, x_grads, p_grads)
 
     def to_dtype(self, layer, dtype):
         if not isinstance(layer, nnx.Module):
