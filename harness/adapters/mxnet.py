@@ -479,7 +479,8 @@ def _probe_bfloat16(wait_s: float = 60.0) -> None:
     where it picks AMX tiles that the kernel has not granted to the process, the process dies of SIGILL.
     The probe runs in a child process, so that a CPU's failure, crash included, is never the layer's.
     Forked before anything has computed here (as the zygote forks this process), so no thread pool is
-    half-copied."""
+    half-copied; by hand, not multiprocessing: its child flushes the stdio buffers it inherited, and this
+    process's stdio may carry the executor's channel."""
     import select
     import signal
     import time

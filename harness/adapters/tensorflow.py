@@ -433,6 +433,8 @@ class _Loaded:
 
     def __call__(self, *xs):
         return self.loaded(*xs)
+
+
 def _xla_backend_unoptimized() -> None:
     """XLA's CPU backend generates code at LLVM's -O0 unless XLA_FLAGS sets the level (the full compiler:
     ``XLA_FLAGS=--xla_backend_optimization_level=3``). The check still runs XLA's whole HLO pipeline,
