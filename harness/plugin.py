@@ -165,6 +165,8 @@ class ConformanceRun:
         # `-m "not conformance"` (or any expression no conformance item can satisfy): nothing is planned,
         # so no implementation is imported and no framework loaded
         self.active = wanted and _markexpr_selects_conformance(config)
+        # the ini file names a layer, and the files given leave its checks out: the summary says so, once
+        self.left_out = bool((impl or bindings) and not wanted and _markexpr_selects_conformance(config))
         # a conformance run alone (the fast path: only contract files are collected) unless the user's
         # own tests are part of this run too
         self.alone = not files_given and (from_command_line or not (impl or bindings))
@@ -668,6 +670,12 @@ def _write_results(run, completeness=None):
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     run = config.stash.get(_RUN_KEY, None)
+    if run and run.left_out and not _is_worker(config):
+        what = "conformance_impl" if option(config, "impl", "conformance_impl") else "conformance_bindings"
+        terminalreporter.write_line(
+            f"layer conformance: the checks of {what} ({config.inipath.name if config.inipath else 'the ini file'}) "
+            f"are not part of this run (the files given leave them out); `pytest` with no file arguments, "
+            f"`pytest .` or `pytest -m conformance` runs them", yellow=True)
     if not run or not run.active or not run.results:
         return
     from . import results
