@@ -51,3 +51,73 @@ def test_a_run_that_holds_the_checks_does_not_say_they_are_left_out(project):
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
     assert "2 passed" in out and LEFT_OUT not in out, out[-3000:]
+
+
+REFUSING = textwrap.dedent("""\
+    from torch import nn
+
+    class Centered(nn.Module):
+        def forward(self, X):
+            raise ValueError("this layer refuses every input it is given, whatever its shape, its dtype, its device "
+                             "or the phase of the moon may be, and says so at some length")
+""")
+
+
+@requires_torch
+def test_update_expectations_records_every_failure_exits_0_and_stores_portable_reasons(tmp_path):
+    """The layer lives in an installed environment outside the project (its site-packages): the stored reason
+    names its file from the package on, and is cut between words."""
+    from harness.gate import load_expectations
+    site = tmp_path / "env" / "lib" / "python3.x" / "site-packages"
+    (site / "mypkg").mkdir(parents=True)
+    (site / "mypkg" / "__init__.py").write_text("")
+    (site / "mypkg" / "raising.py").write_text(REFUSING)
+    project = tmp_path / "project"
+    project.mkdir()
+    proc = pytest_run("--contract", "centered", "--impl", "mypkg.raising:Centered", "--check", "parameters",
+                      "--expectations", "expectations.yaml", "--update-expectations", cwd=project,
+                      env={"PYTHONPATH": str(site)})
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    assert "1 added" in out and "recorded as expected" in out, out[-3000:]
+    [entry] = load_expectations(project / "expectations.yaml")
+    assert entry.patterns["check"] == "parameters", entry
+    reason = entry.reason
+    assert "ValueError: this layer refuses" in reason, reason
+    assert str(tmp_path) not in reason and "site-packages" not in reason, reason
+    # cut at a word boundary, with a mark that it was cut
+    assert reason.endswith("...") and reason[:-3].split(" ")[-1] in REFUSING.split(), reason
+    rerun = pytest_run("--contract", "centered", "--impl", "mypkg.raising:Centered", "--check", "parameters",
+                       "--expectations", "expectations.yaml", cwd=project, env={"PYTHONPATH": str(site)})
+    assert rerun.returncode == 0 and "1 xfailed" in rerun.stdout, rerun.stdout[-3000:] + rerun.stderr[-3000:]
+
+
+@requires_torch
+def test_changed_since_is_silent_about_the_expectations_of_bindings_it_left_out(tmp_path):
+    """A pull request that touches one of two bindings: the other's expectations entry is not stale, it is
+    about a binding the harness chose not to run; an entry that names no binding at all is still told."""
+    from tests.test_gate_holes import BINDINGS, LAYER, _gate, _git
+    repo = tmp_path / "repo"
+    (repo / "conformance").mkdir(parents=True)
+    (repo / "mylayers.py").write_text(LAYER)
+    (repo / "other.py").write_text(LAYER.replace("from gradscale import FACTOR", "FACTOR = 1.0"))
+    (repo / "gradscale.py").write_text("FACTOR = 1.0\n")
+    (repo / "conformance" / "bindings.yaml").write_text(
+        BINDINGS + "  - {contract: clipped_relu_grad, impl: \"other:ClippedReLUGrad\", framework: torch}\n")
+    (repo / "expectations.yaml").write_text(textwrap.dedent("""\
+        expectations:
+          - {impl: "other:*", check: values, expected: fail, reason: about the binding left out}
+          - {contract: no_such_contract, expected: fail, reason: about nothing}
+    """))
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-qm", "layers")
+    _git(repo, "checkout", "-qb", "pr")
+    (repo / "gradscale.py").write_text("FACTOR = 1.0  # unchanged value\n")
+    _git(repo, "commit", "-qam", "touch the helper")
+    proc = _gate(repo, "--changed-since", "main", "--expectations", "expectations.yaml")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    assert "1 binding(s) selected, 1 untouched" in out, out[-3000:]
+    assert "impl=other:*" not in out, out[-3000:]
+    assert "the entry for contract=no_such_contract matches no check in this run" in out, out[-3000:]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import fnmatch
+import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -14,8 +15,24 @@ _EXPECTED_SPELLINGS = {"fail": FAILING, "failed": ("failed",), "error": ("error"
 
 
 def first_line(message, limit=160) -> str:
+    """The message's first line, cut at a word boundary where it is longer than ``limit``."""
     line = (message or "").strip().splitlines()[0] if (message or "").strip() else ""
-    return line if len(line) <= limit else line[:limit - 3] + "..."
+    if len(line) <= limit:
+        return line
+    cut = line[:limit - 3]
+    return (cut.rsplit(" ", 1)[0] if " " in cut else cut).rstrip(" ,;:") + "..."
+
+
+# an installed package's file, from wherever its environment lives (a venv, the system's Python)
+_INSTALLED = re.compile(r"[^\s'\"(]*/(?:site|dist)-packages/")
+
+
+def portable(text: str, root=None) -> str:
+    """``text`` with its paths made the same on every machine: under ``root`` (the project) relative to it,
+    in an installed environment from the package on (``torch/nn/modules/module.py``)."""
+    if root:
+        text = text.replace(str(root).rstrip("/") + "/", "")
+    return _INSTALLED.sub("", text)
 
 class ExpectationsError(Exception):
     """A malformed expectations file; the message names the file, the line and the field."""
@@ -33,6 +50,13 @@ class Expectation:
 
     def matches(self, record: Record) -> bool:
         return all(fnmatch.fnmatchcase(str(getattr(record, k)), p) for k, p in self.patterns.items())
+
+    def could_match(self, **fields) -> bool:
+        """Whether some record with these fields (each a value, or a collection of values it may have) could match:
+        the fields not given may be anything."""
+        return all(any(fnmatch.fnmatchcase(str(v), self.patterns[k])
+                       for v in ([values] if isinstance(values, str) else values))
+                   for k, values in fields.items() if k in self.patterns)
 
     @property
     def where(self) -> str:
@@ -176,9 +200,11 @@ def stale_expectations(expectations: list[Expectation], records: list[Record]):
     return nothing, not_failing
 
 
-def updated_expectations(expectations: list[Expectation], records: list[Record]) -> tuple[list[dict], dict]:
+def updated_expectations(expectations: list[Expectation], records: list[Record],
+                         root=None) -> tuple[list[dict], dict]:
     """The file's new entries: existing ones still needed (reasons kept), stale ones dropped, one exact
-    entry added per failing check that nothing covers. Entries matching nothing in this run are kept
+    entry added per failing check that nothing covers, its reason the message's first line with paths made
+    ``portable`` (relative to ``root``, the project). Entries matching nothing in this run are kept
     (they may be about frameworks or devices this run did not cover)."""
     records = as_records(records)
     kept, dropped = [], []
@@ -191,7 +217,7 @@ def updated_expectations(expectations: list[Expectation], records: list[Record])
     today = datetime.now(timezone.utc).date().isoformat()
     for r in sorted(records, key=Record.key):
         if r.failing and not any(e.matches(r) and r.outcome in e.outcomes for e in kept):
-            first = first_line(r.message) or r.outcome
+            first = first_line(portable(r.message or "", root)) or r.outcome
             added.append({**{k: v for k, v in zip(KEY_FIELDS, r.key()) if v}, "expected": "fail",
                           "reason": f"recorded by --update-expectations on {today}: {first}"})
     entries = [e.as_yaml() for e in kept] + added
