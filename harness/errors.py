@@ -36,6 +36,35 @@ def raised_in_adapter(exc: BaseException) -> bool:
     return not any(_is_user(f.filename) for f in frames)
 
 
+# names a file to which executors append one line per exception that harness code raised (see
+# ``note_harness_error``): the harness's own tests set it while judging correct layers, where any such line is a bug
+HARNESS_ERRORS_ENV = "CONFORMANCE_HARNESS_ERRORS"
+
+
+def raised_by_harness(exc: BaseException) -> str | None:
+    """'Type: message (at file:line in function)' where the innermost frame outside installed packages and the
+    standard library is the harness's own (it raised, or a framework raised on its call, with no code under test
+    below it); None where the code under test is below, and for a method an adapter does not implement (the
+    caller leaves out the adapters' other deliberate answer, ``Unsupported``)."""
+    if isinstance(exc, NotImplementedError):
+        return None
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if os.path.abspath(f.filename).startswith(_HARNESS) or _is_user(f.filename)]
+    if not frames or _is_user(frames[-1].filename):
+        return None
+    f = frames[-1]
+    return f"{type(exc).__name__}: {exc} (at {f.filename}:{f.lineno} in {f.name})"
+
+
+def note_harness_error(exc: BaseException) -> None:
+    """Appends ``raised_by_harness``'s line for ``exc`` to the file ``HARNESS_ERRORS_ENV`` names, if it is set."""
+    path = os.environ.get(HARNESS_ERRORS_ENV)
+    said = raised_by_harness(exc) if path else None
+    if said:
+        with open(path, "a") as f:  # one short append per line: executors of one run share the file
+            f.write(said.replace("\n", " ") + "\n")
+
+
 def _is_user(filename: str) -> bool:
     path = os.path.abspath(filename)
     return not (path.startswith(_HARNESS) or "site-packages" in path or "/lib/python" in path

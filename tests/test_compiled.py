@@ -167,3 +167,19 @@ def test_xla_generates_code_unoptimized_unless_xla_flags_set_the_level(monkeypat
     monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=3")
     tf_adapter._xla_backend_unoptimized()
     assert os.environ["XLA_FLAGS"] == "--xla_backend_optimization_level=3"
+
+
+def test_a_keras_layer_without_get_config_passes_compiled_and_fails_only_export(sessions):
+    """Nothing under tf.function needs the layer's config: a correct Keras layer whose constructor takes an
+    object (so Keras writes no get_config() for it) passes ``compiled`` and the other checks that build it
+    from its constructor; only ``export``, whose .keras file stores get_config(), fails, with its hint."""
+    pytest.importorskip("tensorflow")
+    impl = "tests.mutants.tensorflow_export:rmsnorm_initializer_object"
+    c = load_contract(bundled_contracts()["rmsnorm"])
+    ctx = context_for(c, impl, "tensorflow", session=sessions("tensorflow"))
+    for check in ("compiled", "serialization", "strict_loading"):
+        rec = run_check(ctx, check, timeout=300)
+        assert rec["outcome"] == "passed", (check, rec)
+    rec = run_check(ctx, "export", timeout=300)
+    assert rec["outcome"] == "failed", rec
+    assert "Keras writes one automatically only when every argument is a plain value" in rec["message"], rec

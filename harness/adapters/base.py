@@ -54,6 +54,9 @@ class Adapter:
     # without reduce_retracing, jax.jit): the compiled check then tries one new batch size, since a second
     # can only repeat what the first showed (torch's automatic dynamic shapes recompiles once, then reuses)
     retraces_per_shape: bool = False
+    # the framework's trainable wrapper as ``untracked`` describes it ("nn.Parameter [8]"), where one can be held
+    # unregistered (in a plain list or dict): a hint then names the framework's container, not the wrapper
+    parameter_type: str = ""
 
     # -- detection and environment --------------------------------------------------------
     def implements(self, method: str) -> bool:
@@ -207,6 +210,12 @@ class Adapter:
         ``tangents`` (one per input, None for an input held constant; state held constant).
         Both native. Frameworks without forward-mode autodiff mark such contracts not applicable."""
         raise NotImplementedError
+
+    def custom_rule_recorded(self, fn, inputs: list, wrt: list[int]) -> bool | None:
+        """Whether calling ``fn`` on ``inputs`` (differentiated at ``wrt``) records a custom backward rule that
+        differentiation would run (torch.autograd.Function through apply, jax.custom_vjp...): the evidence that
+        tells a rule that never ran from one that returned zeros. None where this framework cannot tell."""
+        return None
 
     def hvp(self, fn, layer, inputs: list, wrt: list[int], cotangent, directions: list):
         """Second order: the gradient w.r.t. inputs[j] (j in ``wrt``) of

@@ -361,6 +361,12 @@ class FrameworkAdapter(Adapter):
         done = _compiled(whole, values)
         return done[0] if done else whole(*values)
 
+    def custom_rule_recorded(self, fn, inputs, wrt):
+        with _x64(_wants_x64(*inputs)):
+            args = [a if isinstance(a, jax.Array) else self.tensor(a) for a in inputs]
+            program = str(jax.make_jaxpr(lambda *xs: fn(*xs))(*args))
+        return "custom_vjp_call" in program or "custom_jvp_call" in program  # nested programs printed too
+
     def vjp(self, fn, layer, inputs, wrt, cotangent):
         with _x64(_wants_x64(*inputs)):
             args = [a if isinstance(a, jax.Array) else self.tensor(a) for a in inputs]

@@ -10,6 +10,7 @@ import contextlib
 import copy
 import inspect
 import io
+import json
 import os
 import re
 import tempfile
@@ -90,6 +91,7 @@ def _dense(n_in, n_out, rng):
 
 class FrameworkAdapter(Adapter):
     name = "mxnet"
+    parameter_type = "gluon.Parameter"
     module = "mxnet"
     cpu_device = "cpu(0)"
     gpu_device = "gpu(0)"
@@ -272,6 +274,20 @@ class FrameworkAdapter(Adapter):
         return layer
 
     # -- gradients -------------------------------------------------------------------------
+    def custom_rule_recorded(self, fn, inputs, wrt):
+        args = [a.copy() if isinstance(a, mx.nd.NDArray) else _array(a) for a in inputs]
+        for i in wrt:
+            args[i].attach_grad()
+        with autograd.record(train_mode=False):
+            out = fn(*args)
+        if not isinstance(out, mx.nd.NDArray):
+            return None
+        try:
+            graph = json.loads(autograd.get_symbol(out).tojson())
+        except mx.base.MXNetError:  # nothing recorded: the output depends on no input
+            return False
+        return any(node["op"] == "_CustomFunction" for node in graph["nodes"])  # a Function called as one
+
     def vjp(self, fn, layer, inputs, wrt, cotangent):
         args = [a.copy() if isinstance(a, mx.nd.NDArray) else _array(a) for a in inputs]
         for i in wrt:

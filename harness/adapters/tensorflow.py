@@ -231,6 +231,12 @@ class FrameworkAdapter(Adapter):
             input_grads[i] = g
         return out, input_grads, dict(zip(state, grads[len(wrt):]))
 
+    def custom_rule_recorded(self, fn, inputs, wrt):
+        specs = [tf.TensorSpec(np.shape(a), tf.as_dtype(np.asarray(a).dtype)) for a in inputs]
+        graph = tf.function(lambda *xs: self.call(fn, list(xs))).get_concrete_function(*specs).graph
+        # tf.custom_gradient marks the op whose gradient it overrides
+        return any("_gradient_op_type" in op.node_def.attr for op in graph.get_operations())
+
     def jvp(self, fn, layer, inputs, tangents):
         args = [a if self.is_tensor(a) else self.tensor(a) for a in inputs]
         pushed = [(x, tf.cast(tf.constant(np.asarray(t)), x.dtype)) for x, t in zip(args, tangents) if t is not None]

@@ -32,6 +32,7 @@ def _settle_compiler():
 
 class FrameworkAdapter(Adapter):
     name = "torch"
+    parameter_type = "nn.Parameter"
     module = "torch"
     # torch._dynamo wraps torch.manual_seed when first imported; the first torch.compile wraps torch.jit.trace,
     # fx's Tracer.trace and the fused optimizers (TorchPatcher.patch, run once per process)
@@ -125,7 +126,10 @@ class FrameworkAdapter(Adapter):
         def children(v):
             return v._modules.items() if isinstance(v, torch.nn.Module) else None
 
-        return walk_attributes(layer, is_state, children, describe=lambda v: f"tensor {list(v.shape)}",
+        def describe(v):
+            return f"{'nn.Parameter' if isinstance(v, torch.nn.Parameter) else 'tensor'} {list(v.shape)}"
+
+        return walk_attributes(layer, is_state, children, describe=describe,
                                internal=_MODULE_INTERNALS)
 
     def assign(self, layer, name, value):
@@ -220,6 +224,22 @@ class FrameworkAdapter(Adapter):
         state_grads = {k: v.grad for k, v in state.items()}
         conv = lambda g: None if g is None else g.detach()
         return out.detach(), [conv(g) for g in input_grads], {k: conv(g) for k, g in state_grads.items()}
+
+    def custom_rule_recorded(self, fn, inputs, wrt):
+        from torch.autograd.function import BackwardCFunction  # the node a Function's apply records
+        args = [(a if isinstance(a, torch.Tensor) else self.tensor(a)).detach().clone().requires_grad_(i in wrt)
+                for i, a in enumerate(inputs)]
+        out = fn(*args)
+        nodes, seen = [getattr(out, "grad_fn", None)], set()
+        while nodes:
+            node = nodes.pop()
+            if node is None or node in seen:
+                continue
+            if isinstance(node, BackwardCFunction):
+                return True
+            seen.add(node)
+            nodes.extend(n for n, _ in node.next_functions)
+        return False
 
     def jvp(self, fn, layer, inputs, tangents):
         # forward_ad (dual tensors) also runs old-style Functions that define a jvp staticmethod,

@@ -40,14 +40,23 @@ HINTS: dict[str, Hint] = {h.id: h for h in (
     Hint("register_trainable", ("parameters",),
          "a trainable slot is held as a tensor attribute the framework does not track",
          by_framework={
-             "torch": "wrap it in nn.Parameter (a plain tensor or a Python list hides it)",
+             "torch": "wrap it in nn.Parameter (a plain tensor is not registered; in a list or dict, hold "
+                      "the nn.Parameters in nn.ParameterList or nn.ParameterDict)",
              "tensorflow": "create it with self.add_weight(...) in build() (a raw tf.Variable or tensor "
                            "attribute, or one in a plain list, is invisible to Keras)",
              "jax": "wrap it in nnx.Param (a raw jax array is not a Variable: nnx.grad and "
                     "nnx.Optimizer(wrt=nnx.Param) skip it)",
-             "mxnet": "on 1.9.1 a gluon.Parameter assigned as an attribute (the 2.0 style) or kept in a list is "
-                      "not in collect_params(): use `with self.name_scope(): self.name = self.params.get(name, "
-                      "shape=..., init=...)`",
+             "mxnet": "on 1.9.1 only the block's own ParameterDict registers a parameter (an NDArray attribute, "
+                      "a gluon.Parameter assigned as an attribute in the 2.0 style or one kept in a list is not in "
+                      "collect_params()): create it in __init__ with `self.{slot} = self.params.get('{slot}', "
+                      "shape={shape}, init=...)`",
+         }),
+    Hint("register_in_container", ("parameters",),
+         "a trainable slot is already the framework's parameter type, but held in a plain Python list or dict "
+         "that the framework does not look into",
+         by_framework={
+             "torch": "it is already an nn.Parameter, but a plain Python list or dict hides it from the module: "
+                      "hold it in nn.ParameterList (a dict of them in nn.ParameterDict)",
          }),
     Hint("make_trainable", ("parameters",),
          "a trainable slot is registered, but as non-trainable state",
@@ -93,12 +102,18 @@ HINTS: dict[str, Hint] = {h.id: h for h in (
          text="use --state-map SLOT=NAME"),
     # --- gradients -----------------------------------------------------------------------------------
     Hint("zero_gradient", ("gradients",),
-         "the gradient is all zeros where the rule expects a nonzero one",
+         "the gradient is all zeros where the rule expects a nonzero one, and the call recorded no custom "
+         "backward rule",
          text="The gradient is all zeros: no custom backward rule ran (none is defined, or it is bypassed), "
               "so autodiff differentiated the forward computation itself."),
+    Hint("zero_gradient_rule_ran", ("gradients",),
+         "the gradient is all zeros where the rule expects a nonzero one, and the call recorded a custom "
+         "backward rule (so differentiation ran it)",
+         text="The gradient is all zeros, and the layer's custom backward rule did run: the rule itself returns "
+              "zeros here."),
     Hint("zero_gradient_framework", ("gradients",),
-         "the gradient is all zeros where the rule expects a nonzero one, in a framework with a way to "
-         "bypass a custom rule by mistake",
+         "the gradient is all zeros where the rule expects a nonzero one, the call recorded no custom backward "
+         "rule, in a framework with a way to bypass a custom rule by mistake",
          by_framework={
              "torch": " If the layer uses a torch.autograd.Function: call it through .apply, not .forward "
                       "(a forward called directly records no backward).",

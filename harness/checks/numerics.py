@@ -102,13 +102,40 @@ def check_native(ctx):
 
 # --- gradients -------------------------------------------------------------------------
 
-def _pattern_hint(got, expected) -> str:
-    """Name the usual mistakes: a rule that never ran, or a surrogate off by a constant factor."""
+def _rule_recorded(ctx, layer, inputs, idx):
+    """Asks the adapter once, when first called, whether the call records a custom backward rule: True, False,
+    or None where the framework cannot tell or the call raises (then no evidence either way)."""
+    answer = []
+
+    def ask():
+        if not answer:
+            try:
+                answer.append(ctx.adapter.custom_rule_recorded(ctx.callable(layer), inputs, idx))
+            except Exception:
+                answer.append(None)
+        return answer[0]
+    return ask
+
+
+def _zero_hint(ctx, recorded) -> str:
+    """Why a gradient is all zeros, from whether a custom rule was recorded: a rule that ran and returned zeros
+    and one that never ran give the same numbers, so without that evidence there is no hint."""
+    ran = recorded() if recorded is not None else None
+    if ran is None:
+        return ""
+    if ran:
+        return hint("zero_gradient_rule_ran")
+    return hint("zero_gradient") + hint("zero_gradient_framework", ctx.adapter.name)
+
+
+def _pattern_hint(ctx, got, expected, recorded=None) -> str:
+    """Name the usual mistakes: a rule that never ran (or ran and returned zeros), or a surrogate off by a
+    constant factor."""
     g, e = np.asarray(got, dtype=np.float64), np.asarray(expected, dtype=np.float64)
     if g.shape != e.shape or not np.any(e):
         return ""
     if not np.any(g):
-        return " " + hint("zero_gradient")
+        return _zero_hint(ctx, recorded)
     mask = np.abs(e) > 1e-12
     ratios = g[mask] / e[mask]
     if (ratios.size and np.allclose(ratios, ratios[0], rtol=1e-3) and not np.isclose(ratios[0], 1.0)
@@ -117,8 +144,9 @@ def _pattern_hint(got, expected) -> str:
     return ""
 
 
-def _compare_grad(ctx, label, got, expected, input_like, rule):
-    """None where the gradient is right, else (what is wrong, the hint or '')."""
+def _compare_grad(ctx, label, got, expected, input_like, rule, recorded=None):
+    """None where the gradient is right, else (what is wrong, the hint or ''). ``recorded``: ``_rule_recorded``'s
+    question for this call."""
     if got is None:
         return f"no gradient reached {label} (the framework returned None): it is cut off from the output", ""
     g = ctx.adapter.numpy(got) if not isinstance(got, np.ndarray) else got
@@ -134,10 +162,7 @@ def _compare_grad(ctx, label, got, expected, input_like, rule):
                              ulps=ctx.ulps("gradients", str(g.dtype)))
     if not diff:
         return None
-    said = _pattern_hint(g, expected)
-    if said and not np.any(g):  # the framework may know another way a rule's result gets lost
-        said += hint("zero_gradient_framework", ctx.adapter.name)
-    return diff, said.strip()
+    return diff, _pattern_hint(ctx, g, expected, recorded).strip()
 
 
 _FLOAT64_LEVEL = 1e-12   # relative error of a layer that computes in float64 (measured ~1e-16)
@@ -260,7 +285,7 @@ def check_gradients(ctx):
         for i in idx:
             want = np.asarray(example["expected"][names[i]], dtype=np.float64)
             label = f"{names[i]!r} in the worked example{': ' + example['description'] if example.get('description') else ''}"
-            bad = _compare_grad(ctx, label, grads[i], want, x[i], rule)
+            bad = _compare_grad(ctx, label, grads[i], want, x[i], rule, _rule_recorded(ctx, layer, x, idx))
             if bad:
                 problems.add(*bad)
 
@@ -281,9 +306,10 @@ def check_gradients(ctx):
             raise CheckFailed(problems.text()) from exc
         ref = ref_vjp(cotangent, *[a.astype(np.float64) if is_floating(a.dtype) else a
                                    for a in inputs], **{**contract.constructor, **state}) if ref_vjp else {}
+        recorded = _rule_recorded(ctx, layer, inputs, idx)
         for i in idx:
             bad = _compare_grad(ctx, f"input {names[i]!r} (case {case['name']!r})", grads[i], ref[names[i]],
-                                inputs[i], rule)
+                                inputs[i], rule, recorded)
             if bad:
                 problems.add(*bad)
         for slot in slots:
@@ -297,7 +323,7 @@ def check_gradients(ctx):
                 problems.append(f"trainable slot {slot!r} is not trainable, so it gets no gradient")
                 continue
             bad = _compare_grad(ctx, f"slot {slot!r} (case {case['name']!r})", state_grads.get(name), ref[slot],
-                                adapter.numpy(like), rule)
+                                adapter.numpy(like), rule, recorded)
             if bad:
                 problems.add(*bad)
         problems += nondiff_probe(ctx, case, layer, inputs, cotangent, notes)

@@ -27,6 +27,21 @@ def _shape_dtype_problems(ctx, slot, spec, value) -> list[str]:
     return problems
 
 
+def _values(a) -> str:
+    """An array's values as the message shows them (elided past a few)."""
+    return np.array2string(np.asarray(a), threshold=6, edgeitems=3)
+
+
+def _untracked_hint(adapter, untracked, loose, slot, shape) -> str:
+    """How to register a trainable slot held as an untracked attribute: an item of a plain list or dict that is
+    already the framework's parameter type needs the framework's container, where it has one (register_in_
+    container); anything else, the framework's parameter (register_trainable)."""
+    in_container = all(p.endswith("]") for p in loose)
+    already = adapter.parameter_type and all(untracked[p].startswith(adapter.parameter_type + " ") for p in loose)
+    return (in_container and already and hint("register_in_container", adapter.name)) or \
+        hint("register_trainable", adapter.name, slot=slot, shape=tuple(shape))
+
+
 def check_parameters(ctx):
     """The trainable set is exactly the contract's trainable slots, at their initial values."""
     _no_state_for_functions(ctx)
@@ -46,7 +61,8 @@ def check_parameters(ctx):
             if loose:
                 problems.add(f"trainable slot {slot!r} is held as an untracked attribute "
                              f"{', '.join(map(repr, loose))} ({untracked[loose[0]]}): the framework does not "
-                             f"see it, so no optimizer updates it", hint('register_trainable', adapter.name))
+                             f"see it, so no optimizer updates it", _untracked_hint(adapter, untracked, loose, slot,
+                                                                                    shape))
             elif name is not None:
                 problems.add(f"trainable slot {slot!r} is registered as non-trainable state ({name!r}): "
                              f"gradients skip it and no optimizer updates it", hint('make_trainable', adapter.name))
@@ -62,8 +78,8 @@ def check_parameters(ctx):
         if not problems:
             got = adapter.numpy(value)
             if not np.array_equal(got, init[slot]):
-                problems.append(f"trainable slot {slot!r} starts at {np.array2string(got, threshold=6)}, "
-                                f"expected {contract.trainable[slot]['init']!r}")
+                problems.append(f"trainable slot {slot!r} starts at {_values(got)}, expected {_values(init[slot])} "
+                                f"(init: {contract.trainable[slot]['init']!r})")
         if all(id(value) != id(v) for v in adapter.optimizer_view(layer)):
             problems.append(f"trainable slot {slot!r} is not in the optimizer's view of the layer")
 
@@ -132,8 +148,9 @@ def check_buffers(ctx):
             why = hint("not_persistent", adapter.name)
             problems.append(f"non-trainable slot {slot!r} ({name!r}) is not in the saved state"
                             + (f": {why}" if why else ""))
-        elif not np.array_equal(np.asarray(saved[name]).astype(np_dtype(spec["dtype"])), init[slot]):
-            problems.append(f"non-trainable slot {slot!r} does not hold its initial value")
+        elif not np.array_equal(held := np.asarray(saved[name]).astype(np_dtype(spec["dtype"])), init[slot]):
+            problems.append(f"non-trainable slot {slot!r} does not hold its initial value: it starts at "
+                            f"{_values(held)}, expected {_values(init[slot])} (init: {spec['init']!r})")
     if present and not ctx.is_function:
         # no gradient may reach non-trainable state
         inputs = ctx.first_inputs()

@@ -467,6 +467,7 @@ class RemoteAdapter:
         self.cpu_device = hello["cpu_device"]
         self.gpu_device = hello["gpu_device"]
         self.retraces_per_shape = hello["retraces_per_shape"]
+        self.parameter_type = hello["parameter_type"]
         self._implements = set(hello["implements"])
 
     def implements(self, method: str) -> bool:

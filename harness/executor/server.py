@@ -182,8 +182,10 @@ class Server:
             return {"id": rid, "raised": self._describe(exc)}
 
     def _describe(self, exc: BaseException) -> dict:
-        from harness.errors import raised_in_adapter, unexpected_error
+        from harness.errors import note_harness_error, raised_in_adapter, unexpected_error
         from harness.adapters.base import Unsupported
+        if not isinstance(exc, Unsupported):
+            note_harness_error(exc)
         own = raised_in_adapter(exc)  # the harness's adapter, not the layer, raised it
         unsupported = (str(exc) or "unsupported") if isinstance(exc, Unsupported) and own else None
         return {"type": type(exc).__name__, "message": _text(exc), "text": unexpected_error(exc),
@@ -195,7 +197,7 @@ class Server:
         if a is not None:
             from harness.adapters.base import Adapter
             out.update(name=a.name, cpu_device=a.cpu_device, gpu_device=a.gpu_device,
-                       retraces_per_shape=a.retraces_per_shape,
+                       retraces_per_shape=a.retraces_per_shape, parameter_type=a.parameter_type,
                        implements=[m for m in dir(Adapter) if not m.startswith("_") and a.implements(m)])
         if self.zygote is not None:
             out["zygote"] = self.zygote

@@ -144,6 +144,17 @@ class STEDoubled(torch.autograd.Function):
         return 2 * g
 
 
+class STEZeroBackward(torch.autograd.Function):
+    """Called through apply, so its backward runs, but the rule returns zeros: the rule is wrong, not bypassed."""
+    @staticmethod
+    def forward(ctx, X):
+        return X.round()
+
+    @staticmethod
+    def backward(ctx, g):
+        return torch.zeros_like(g)
+
+
 class LoadIgnoresKeys(nn.Module):
     """A load_state_dict override that forces strict=False ("so old checkpoints still load"): a
     checkpoint that lacks the gain leaves it at its initial ones without a word."""
@@ -176,4 +187,5 @@ MUTANTS = [
     Mutant("torch", "round_ste", f"{M}:STEDoubled", "gradients", "2x the expected"),
     Mutant("torch", "rmsnorm", f"{M}:LoadIgnoresKeys", "strict_loading",
            "a saved state without slot 'gain' loaded strictly without an error: the layer's load ignores missing keys"),
+    Mutant("torch", "round_ste", f"{M}:STEZeroBackward", "gradients", "the layer's custom backward rule did run"),
 ]

@@ -16,3 +16,14 @@ class GainFrozen(nn.Block):
 
     def forward(self, X):
         return self.gain.data(X.context) * X / nd.sqrt((X ** 2).mean(axis=-1, keepdims=True) + self.eps)
+
+
+class GainNDArray(nn.Block):
+    """The gain held as an NDArray attribute: not a Parameter, so not in collect_params()."""
+    def __init__(self, d, eps=1e-6, **kwargs):
+        super().__init__(**kwargs)
+        self.gain = nd.ones((d,))
+        self.eps = eps
+
+    def forward(self, X):
+        return self.gain.as_in_context(X.context) * X / nd.sqrt((X ** 2).mean(axis=-1, keepdims=True) + self.eps)
