@@ -231,6 +231,11 @@ class ConformanceRun:
             if unknown:
                 raise pytest.UsageError(f"binding {t.impl} -> {contract.name}: dtypes {', '.join(unknown)} are not "
                                         f"among the contract's ({', '.join(declared)})")
+        # a binding that does not fit its layer's constructor: said once, before any check runs (exit 4)
+        misfits = targets_mod.binding_problems(self.targets, self.contracts)
+        if misfits:
+            self.close()  # the executors started above
+            raise pytest.UsageError("\n".join(misfits))
         # The contracts' directories become collection arguments and pytest_ignore_collect passes only the
         # contract files inside them: given files as arguments, pytest re-collects a file's whole directory
         # once per file argument (quadratic in contracts). pytest collects a path reached twice once.
@@ -436,6 +441,7 @@ class ConformanceItem(pytest.Item):
         self.record = Record(contract=self.parent.contract.name, impl=t.impl or "(not applicable)",
                              framework=t.framework, device=self.parent.device, check=self.check,
                              dtype=self.parent.dtype or "",
+                             options=t.options(self.parent.dtype or self.parent.contract.default_dtype),
                              outcome=outcome, message=message, nodeid=self.nodeid,
                              duration=round(time.perf_counter() - self._started, 6), **verdict)
 

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from .binding import mapped
 from .checks import CHECKS, DEFAULT_CHECKS, CheckContext, CheckFailed, CheckSkipped, unexpected_error
 from .checks.blame import CheckBlocked, blocker_for
 
@@ -231,8 +232,7 @@ def context_for(contract, impl, framework: str, device: str = "cpu", seed: int =
     dtype = contract.dtype
     if session is not None:
         arg_map = dict(arg_map or {})
-        constructor = {arg_map.get(k, k): v for k, v in contract.constructor.items()} \
-            if contract.kind == "layer" else None
+        constructor = mapped(contract.constructor, arg_map) if contract.kind == "layer" else None
         handle, notes = session.load(framework, impl, constructor)
         return CheckContext(contract=contract, adapter=session.adapter(framework), impl=handle,
                             impl_name=impl_name or impl, device=device, seed=seed,

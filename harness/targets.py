@@ -8,6 +8,7 @@ the user's own module does.
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib
 import importlib.util
 import os
@@ -35,10 +36,16 @@ class Target:
     arg_map: dict = field(default_factory=dict)   # contract constructor argument -> the layer's own name
     file: str | None = None    # where the implementation's module was imported from, when known
     dtypes: tuple | None = None  # a binding's narrowing of the contract's dtypes (None: all it declares)
+    signature: dict | None = None  # what its constructor takes (harness.binding), as the probe read it
 
     @property
     def impl_label(self) -> str:
         return "reference" if self.bundled else self.impl.rpartition(":")[2]
+
+    def options(self, dtype: str) -> dict:
+        """What a record of this target ran with beyond its key, for its reproduction command to repeat: the
+        binding's maps and the row's dtype (a command without --dtype runs every dtype's row)."""
+        return {**{k: v for k, v in (("arg_map", self.arg_map), ("state_map", self.state_map)) if v}, "dtype": dtype}
 
 
 def resolve_impl(spec: str):
@@ -64,6 +71,8 @@ def resolve_impl(spec: str):
 
 
 def parse_state_map(items, option="--state-map", example="gain=weight") -> dict:
+    if isinstance(items, dict):  # a bindings entry's mapping form
+        return {str(k): "" if v is None else str(v) for k, v in items.items()}
     out = {}
     for item in items or []:
         for pair in str(item).replace(",", " ").split():
@@ -75,7 +84,8 @@ def parse_state_map(items, option="--state-map", example="gain=weight") -> dict:
 
 
 def parse_arg_map(items) -> dict:
-    """``--arg-map d=dim``: the contract's constructor argument ``d`` is the layer's ``dim``."""
+    """``--arg-map d=dim``: the contract's constructor argument ``d`` is the layer's ``dim``; ``--arg-map eps=``
+    (in a bindings entry also ``arg_map: {eps: null}``): the layer is built without the contract's ``eps``."""
     return parse_state_map(items, "--arg-map", "d=dim")
 
 
@@ -107,21 +117,21 @@ def bundled_impl(framework: str, contract: str) -> str | None:
     return f"{mod}:IMPL" if found else None
 
 
-def _framework_for(impl_spec: str, requested: list[str], pythons: dict) -> tuple[str, str | None]:
-    """The framework of ``module:attr`` and its module's file, asked of an executor that imports it
-    (this process never imports the code under test)."""
+def _framework_for(impl_spec: str, requested: list[str], pythons: dict, probe) -> tuple[str, str | None, dict | None]:
+    """The framework of ``module:attr``, its module's file and its constructor's signature, asked of
+    ``probe``'s executor that imports it (this process never imports the code under test)."""
     if ":" not in impl_spec:
         raise UsageError(f"--impl {impl_spec!r}: expected MODULE:ATTR, e.g. mypkg.layers:RMSNorm")
     if requested and len(requested) > 1:
         raise UsageError("--framework takes one framework when --impl is given")
-    from .executor import ExecutorLost, RemoteError, detect
+    from .executor import ExecutorLost, RemoteError
     from .executor.client import CheckTimeout
     python = pythons.get(requested[0]) if requested else None
     try:
-        found = detect(impl_spec, python)
+        found = probe.detect(impl_spec, python)
     except RemoteError as exc:
         if requested:  # the checks will report the import failure, each with the point of failure
-            return requested[0], None
+            return requested[0], None, None
         module = impl_spec.split(":", 1)[0]
         if exc.type_name == "ModuleNotFoundError":
             raise UsageError(f"--impl {impl_spec!r}: cannot import module {module!r}: {exc}") from None
@@ -131,15 +141,49 @@ def _framework_for(impl_spec: str, requested: list[str], pythons: dict) -> tuple
         raise UsageError(f"--impl {impl_spec!r}: importing it raised {exc.remote_text}") from None
     except (ExecutorLost, CheckTimeout) as exc:
         if requested:
-            return requested[0], None
+            return requested[0], None, None
         raise UsageError(f"--impl {impl_spec!r}: importing it ended its process ({exc}), so its framework "
                          f"is unknown; pass --framework") from None
     if requested:
-        return requested[0], found["file"]
+        return requested[0], found["file"], found.get("signature")
     if found["framework"] is None:
         raise UsageError(f"--impl {impl_spec!r}: cannot tell which framework it belongs to; "
                          f"pass --framework {'|'.join(adapters.FRAMEWORKS)}")
-    return found["framework"], found["file"]
+    return found["framework"], found["file"], found.get("signature")
+
+
+@contextlib.contextmanager
+def _probing():
+    from .executor.session import Probe
+    probe = Probe()
+    try:
+        yield probe
+    finally:
+        probe.close()
+
+
+def _is_layer(contract_path: str) -> bool:
+    """Whether a contract builds a layer (read as plain YAML; a malformed one is reported at load)."""
+    try:
+        data = yaml.safe_load(Path(contract_path).read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return True
+    return not isinstance(data, dict) or data.get("kind", "layer") != "function"
+
+
+def binding_problems(targets, contracts: dict) -> list[str]:
+    """Why bindings do not fit their layers' constructors (harness.binding), each said once, before any check
+    runs; ``contracts``: resolved contract path -> loaded contract."""
+    from . import binding
+    out = []
+    for t in targets:
+        contract = contracts.get(str(Path(t.contract_path).resolve()))
+        if t.bundled or contract is None or contract.kind != "layer":
+            continue
+        why = binding.problem(t.impl, t.signature, contract.constructor, t.arg_map)
+        if why and why not in out:
+            out.append(why)
+    return out
 
 
 def _git(args, cwd=None) -> str:
@@ -455,18 +499,26 @@ def plan(contracts: list[str], impl: str | None, bindings: str | None, framework
             # only the layers a pull request touches; see select_changed for what counts
             entries, targets.selection, untouched = select_changed(entries, bindings, changed_since)
             targets.untouched = [(str(e["impl"]), _contract_names(str(e["contract"]))) for e in untouched]
-        for e in entries:
-            fw, file = (e["framework"], None) if e.get("framework") else _framework_for(e["impl"], frameworks, pythons)
-            targets.append(Target(str(find_contract(e["contract"])), e["impl"], fw, file=file,
-                                  state_map={**state_map, **parse_state_map(e.get("state_map", []))},
-                                  arg_map={**arg_map, **parse_arg_map(e.get("arg_map", []))},
-                                  dtypes=tuple(e["dtypes"]) if "dtypes" in e else None))
+        with _probing() as probe:
+            for e in entries:
+                contract = str(find_contract(e["contract"]))
+                if e.get("framework") and not _is_layer(contract):
+                    fw, file, signature = e["framework"], None, None  # a function: nothing to ask the probe
+                else:
+                    fw, file, signature = _framework_for(e["impl"], [e["framework"]] if e.get("framework")
+                                                         else frameworks, pythons, probe)
+                targets.append(Target(contract, e["impl"], fw, file=file, signature=signature,
+                                      state_map={**state_map, **parse_state_map(e.get("state_map", []))},
+                                      arg_map={**arg_map, **parse_arg_map(e.get("arg_map", []))},
+                                      dtypes=tuple(e["dtypes"]) if "dtypes" in e else None))
         return targets
     if impl:
         if len(contracts) != 1:
             raise UsageError("--impl needs exactly one --contract (use --bindings for several)")
-        fw, file = _framework_for(impl, frameworks, pythons)
-        return [Target(str(find_contract(contracts[0])), impl, fw, state_map=state_map, file=file, arg_map=arg_map)]
+        with _probing() as probe:
+            fw, file, signature = _framework_for(impl, frameworks, pythons, probe)
+        return [Target(str(find_contract(contracts[0])), impl, fw, state_map=state_map, file=file, arg_map=arg_map,
+                       signature=signature)]
     # the embedded default: bundled matrix
     chosen = [find_contract(c) for c in contracts] if contracts else list(bundled_contracts().values())
     for fw in frameworks or list(adapters.FRAMEWORKS):

@@ -59,8 +59,10 @@ class CheckContext:
     dtype: str | None = None       # the dtype ``contract`` (a view) casts the inputs and state to; None: their own
 
     def constructor_args(self, extra: dict | None = None) -> dict:
-        """The contract's constructor arguments (and ``extra``) under the layer's own names (--arg-map)."""
-        return {self.arg_map.get(k, k): v for k, v in {**self.contract.constructor, **(extra or {})}.items()}
+        """The contract's constructor arguments (and ``extra``) under the layer's own names (--arg-map; those it
+        maps to nothing left out): every process that builds the layer builds it from these."""
+        from ..binding import mapped
+        return mapped({**self.contract.constructor, **(extra or {})}, self.arg_map)
 
     def with_options(self, **options) -> "CheckContext":
         """This context with run options set (``compile_backend``)."""

@@ -186,7 +186,7 @@ class _FreshSide:
         """("skipped" | "load failed", text) or ("ran", fn, loaded, [per case: (output, gradients, error)])."""
         ctx, fresh = self.ctx, self.fresh
         try:
-            fn, loaded = fresh.export_load(fmt, path, ctx.impl_spec, ctx.contract.constructor, self.examples)
+            fn, loaded = fresh.export_load(fmt, path, ctx.impl_spec, ctx.constructor_args(), self.examples)
         except Exception as exc:
             return ("skipped" if type(exc).__name__ == "Unsupported" else "load failed", exc)
         runs = []

@@ -17,6 +17,7 @@ import sys
 import threading
 
 from . import wire
+from .. import binding
 
 
 def _settle(adapter):
@@ -222,7 +223,8 @@ class Server:
         module = sys.modules.get(spec.split(":", 1)[0])
         return {"impl": obj, "file": getattr(module, "__file__", None), "changed": changed,
                 "threads": self._new_threads(),
-                "constructor_problem": _constructor_problem(spec, obj, constructor) if constructor is not None else None}
+                "constructor_problem": binding.problem(spec, binding.signature_of(obj), constructor)
+                if constructor is not None else None}
 
     def op_detect(self, spec: str):
         """The framework a ``module:attr`` belongs to, among those the import brought in."""
@@ -230,7 +232,8 @@ class Server:
         obj = _resolve(spec)
         module = sys.modules.get(spec.split(":", 1)[0])
         found = detect(obj)
-        return {"framework": found, "file": getattr(module, "__file__", None)}
+        return {"framework": found, "file": getattr(module, "__file__", None),
+                "signature": binding.signature_of(obj)}
 
     def op_import_object(self, path: str):
         """A dotted ``module.attr`` (a contract's native layer or function)."""
@@ -335,35 +338,6 @@ def _text(exc) -> str:
         return str(exc)
     except Exception:
         return "(an exception whose message cannot be read)"
-
-
-# arguments an adapter supplies itself (flax's ``rngs``)
-_SUPPLIED = frozenset({"rngs"})
-
-
-def _constructor_problem(spec: str, factory, given: dict) -> str | None:
-    """Required constructor arguments that the contract's arguments do not provide, in words."""
-    import inspect
-    try:
-        target = factory.__init__ if inspect.isclass(factory) else factory
-        params = list(inspect.signature(target).parameters.values())
-    except (TypeError, ValueError):
-        return None
-    if inspect.isclass(factory):
-        params = params[1:]  # self
-    if any(p.kind is p.VAR_KEYWORD for p in params) and not any(
-            p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) for p in params):
-        return None
-    required = [p.name for p in params if p.default is p.empty and p.name not in _SUPPLIED
-                and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-    missing = [name for name in required if name not in given]
-    if not missing:
-        return None
-    unused = [name for name in given if name not in {p.name for p in params}]
-    hint = f"; map them with --arg-map CONTRACT=LAYER (e.g. --arg-map {unused[0]}={missing[0]})" if unused else ""
-    return (f"{spec} cannot be built from the contract's constructor arguments: it requires "
-            f"{', '.join(map(repr, missing))}, which the contract does not give (the contract gives "
-            f"{', '.join(map(repr, given)) or 'none'}){hint}")
 
 
 def _resolve(spec: str):

@@ -266,15 +266,41 @@ def fresh_adapter(framework: str, python: str | None = None, memory_limit_gib: f
         ex.close()
 
 
+class Probe:
+    """Throwaway executors that import the code under test to say what it is before any check runs (its
+    framework, its module's file, its constructor's signature): one per Python for all of a run's bindings,
+    replaced where an import ended it."""
+
+    def __init__(self):
+        self.executors: dict = {}
+
+    def detect(self, spec: str, python: str | None = None, timeout: float = LOAD_TIMEOUT) -> dict:
+        ex = self.executors.get(python)
+        if ex is None or not ex.alive:
+            ex = self.executors[python] = Executor("probe", None, python)
+            ex.start()
+        ex.deadline = time.monotonic() + timeout
+        try:
+            return ex.request("detect", spec=spec)
+        except CheckTimeout:
+            ex.kill()  # still importing: the next binding gets a new process
+            raise
+        finally:
+            ex.deadline = None
+
+    def close(self):
+        for ex in self.executors.values():
+            ex.close()
+        self.executors.clear()
+
+
 def detect(spec: str, python: str | None = None, timeout: float = LOAD_TIMEOUT) -> dict:
     """Which framework ``module:attr`` belongs to, asked of a throwaway executor that imports it."""
-    ex = Executor("probe", None, python)
+    probe = Probe()
     try:
-        ex.start()
-        ex.deadline = time.monotonic() + timeout
-        return ex.request("detect", spec=spec)
+        return probe.detect(spec, python, timeout)
     finally:
-        ex.close()
+        probe.close()
 
 
 # One numpy-only executor runs every contract's reference module for each thread of this judge process

@@ -77,8 +77,13 @@ def repro_command(r, seed=None, bundled=None) -> str:
     args += ["--framework", r.framework]
     if r.device and r.device != "cpu":
         args += ["--device", r.device]
+    options = r.options or {}
+    for flag, key in (("--arg-map", "arg_map"), ("--state-map", "state_map")):
+        args += [a for k, v in (options.get(key) or {}).items() for a in (flag, f"{k}={v or ''}")]
     args += ["--check", r.check]
-    if r.dtype:   # the other dtypes' targets of the same check by their test id (pytest -k)
+    if options.get("dtype") or r.dtype:   # the row's dtype alone (the cases' own always runs)
+        args += ["--dtype", options.get("dtype") or r.dtype]
+    if r.dtype:   # not the cases' own dtype's row of the same check: by its test id (pytest -k)
         args += ["-k", r.target]
     if seed not in (None, 0):
         args += ["--seed", str(seed)]

@@ -1,0 +1,124 @@
+"""A binding's options reach every check and every process, and every reproduction command; a contract
+argument the layer's constructor does not take is a usage error unless the run maps or drops it; a binding
+that does not fit its layer is one usage error, said once, before any check runs (exit 4). Run the user's
+way: a directory of their own, a small layer, the public command line in a subprocess."""
+import json
+import re
+import shlex
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytest.importorskip("torch")
+
+# an RMSNorm whose constructor argument and slot have names of its own (dim, weight)
+TORCH_LAYER = textwrap.dedent("""\
+    import torch
+    from torch import nn
+
+    class RMSNorm(nn.Module):
+        def __init__(self, dim, eps=1e-6):
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(dim))
+            self.eps = eps
+
+        def forward(self, x):
+            ms = x.to(torch.promote_types(x.dtype, torch.float32)).pow(2).mean(-1, keepdim=True)
+            return self.weight * x * ms.add(self.eps).rsqrt().to(x.dtype)
+
+    class FixedEps(RMSNorm):
+        # eps is fixed here: the contract's eps is dropped explicitly
+        def __init__(self, dim):
+            super().__init__(dim, eps=1e-6)
+""")
+
+KERAS_LAYER = textwrap.dedent("""\
+    import keras
+    from keras import ops
+
+    class RMSNorm(keras.layers.Layer):
+        def __init__(self, d, epsilon=1e-5, **kwargs):
+            super().__init__(**kwargs)
+            self.d, self.epsilon = d, epsilon
+
+        def build(self, input_shape):
+            self.gain = self.add_weight(shape=(self.d,), initializer="ones", name="gain")
+
+        def call(self, x):
+            return self.gain * x * ops.rsqrt(ops.mean(ops.square(x), axis=-1, keepdims=True) + self.epsilon)
+""")
+
+
+def run(cwd, *args, layer=TORCH_LAYER):
+    (cwd / "mylayer.py").write_text(layer)
+    out = cwd / "results.json"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-n", "0",
+                           f"--conformance-json={out}", *args], cwd=cwd, capture_output=True, text=True, timeout=600)
+    records = json.loads(out.read_text())["results"] if out.exists() else []
+    return proc, records
+
+
+def test_export_builds_the_layer_in_the_fresh_process_under_the_mapped_arguments(tmp_path):
+    proc, records = run(tmp_path, "--contract", "rmsnorm", "--impl", "mylayer:RMSNorm", "--arg-map", "d=dim",
+                        "--check", "export", "--dtype", "float32")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert [(r["check"], r["outcome"]) for r in records] == [("export", "passed")], records
+
+
+def test_a_binding_that_does_not_fit_is_one_usage_error_said_once(tmp_path):
+    proc, records = run(tmp_path, "--contract", "rmsnorm", "--impl", "mylayer:RMSNorm")   # every default check
+    said = proc.stdout + proc.stderr
+    assert proc.returncode == 4, said[-3000:]
+    assert said.count("cannot be built from the contract's constructor arguments") == 1, said[-3000:]
+    assert "--arg-map d=dim" in said
+    assert not any(r["outcome"] in ("failed", "error") for r in records)   # no check is blamed for it
+
+
+def test_an_argument_mapped_to_nothing_is_dropped(tmp_path):
+    (tmp_path / "bindings.yaml").write_text(
+        '- {contract: rmsnorm, impl: "mylayer:FixedEps", arg_map: {d: dim, eps: null}}\n')
+    proc, records = run(tmp_path, "--bindings", "bindings.yaml", "--check", "values", "--dtype", "float32")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert [r["outcome"] for r in records] == ["passed"]
+    proc, records = run(tmp_path, "--contract", "rmsnorm", "--impl", "mylayer:FixedEps", "--arg-map", "d=dim",
+                        "--arg-map", "eps=", "--check", "values", "--dtype", "float32")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert [r["outcome"] for r in records] == ["passed"]
+
+
+def test_a_contract_argument_the_keras_constructor_does_not_take_is_a_usage_error(tmp_path):
+    pytest.importorskip("keras")
+    # __init__(self, d, epsilon=1e-5, **kwargs) passes **kwargs to keras's Layer, which takes no eps
+    proc, records = run(tmp_path, "--contract", "rmsnorm", "--impl", "mylayer:RMSNorm", "--check", "values",
+                        layer=KERAS_LAYER)
+    said = proc.stdout + proc.stderr
+    assert proc.returncode == 4, said[-3000:]
+    assert said.count("the contract's 'eps' is not a parameter of it") == 1, said[-3000:]
+    assert "its parameters: 'd', 'epsilon'" in said and "--arg-map eps=epsilon" in said and "--arg-map eps=" in said
+    assert records == []
+    proc, records = run(tmp_path, "--contract", "rmsnorm", "--impl", "mylayer:RMSNorm", "--check", "values",
+                        "--dtype", "float32", "--arg-map", "eps=epsilon", layer=KERAS_LAYER)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert [r["outcome"] for r in records] == ["passed"]
+
+
+def test_each_reproduction_command_reruns_exactly_its_row(tmp_path):
+    proc, records = run(tmp_path, "--contract", "rmsnorm", "--impl", "mylayer:RMSNorm", "--arg-map", "d=dim",
+                        "--state-map", "gain=weight", "--check", "values", "--check", "parameters",
+                        "--dtype", "bfloat16", "--conformance-html", "report.html")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    html = (tmp_path / "report.html").read_text()
+    data = json.loads(re.search(r'<script type="application/json" id="conformance-data">(.*?)</script>', html,
+                                re.S).group(1))
+    rows = {(c["check"], c["dtype"]): c["repro"] for c in data["checks"]}
+    assert set(rows) == {("values", ""), ("parameters", ""), ("values", "bfloat16")}
+    ran = {(r["check"], r.get("dtype", "")): r for r in records}   # "" (the cases' own) is left out
+    for row, command in rows.items():
+        args = shlex.split(command)
+        assert args[0] == "pytest" and "--arg-map" in args and "--state-map" in args, command
+        again, produced = run(tmp_path, *args[1:])
+        assert again.returncode == 0, (command, again.stdout[-3000:])
+        keep = ("contract", "impl", "framework", "device", "check", "dtype", "outcome")
+        assert [{k: r.get(k, "") for k in keep} for r in produced] == [{k: ran[row].get(k, "") for k in keep}], command
