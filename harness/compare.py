@@ -55,3 +55,14 @@ def max_abs_error(actual, expected) -> float:
     d = np.where(a == e, 0.0, d)  # equal infinities are no error
     d = np.where(np.isnan(d), np.inf, d)  # NaN where the reference has a number: unbounded error
     return float(d.max())
+
+
+def relative_error(actual, expected) -> float:
+    """The largest absolute difference over the elements finite in both, relative to the expected
+    values' scale (their largest magnitude): the precision a result was computed at."""
+    a, e = np.asarray(actual, dtype=np.float64), np.asarray(expected, dtype=np.float64)
+    finite = np.isfinite(a) & np.isfinite(e)
+    if a.shape != e.shape or not np.any(finite):
+        return float("nan")
+    scale = float(np.max(np.abs(e[finite])))
+    return float(np.max(np.abs(a[finite] - e[finite]))) / scale if scale > 0 else 0.0

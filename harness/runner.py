@@ -17,7 +17,8 @@ from contextlib import contextmanager
 import numpy as np
 
 from .binding import mapped
-from .checks import CHECKS, DEFAULT_CHECKS, CheckContext, CheckFailed, CheckSkipped, unexpected_error
+from .checks import CHECKS, DEFAULT_CHECKS, PER_DTYPE, CheckContext, CheckFailed, CheckSkipped, unexpected_error
+from .checks.precision import attribute as attribute_precision
 from .checks.blame import CheckBlocked, blocker_for
 
 DEVICE_CHECKS = ("devices", "device_parity")
@@ -156,6 +157,8 @@ def run_check(ctx: CheckContext, check: str, timeout: float | None = None) -> di
                 # a symptom of a mistake another check names is reported as blocked by it
                 blocked = blocker_for(ctx, check, exc)
                 if blocked is None:
+                    if isinstance(exc, CheckFailed) and check in PER_DTYPE:
+                        attribute_precision(ctx, exc)  # which precision the layer computes at
                     raise
                 raise blocked from exc
         rec.update(outcome="passed", message="", details=_jsonable(details))

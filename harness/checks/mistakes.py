@@ -35,6 +35,8 @@ class Hint:
 
 
 _STATE = ("parameters", "buffers")
+# the checks that compare numbers in each dtype (harness.checks.PER_DTYPE)
+_NUMERIC = ("values", "native", "gradients", "forward_mode", "second_order", "properties", "modes")
 HINTS: dict[str, Hint] = {h.id: h for h in (
     # --- how state is registered: parameters, buffers -----------------------------------------------
     Hint("register_trainable", ("parameters",),
@@ -227,8 +229,31 @@ HINTS: dict[str, Hint] = {h.id: h for h in (
                            "layer takes the dtype policy it is constructed with",
          }),
     # --- dtypes ----------------------------------------------------------------------------------------
-    Hint("accumulated_16bit", ("values",),
-         "the contract declares accumulate, values fails in a 16-bit dtype, and on every failing case the "
+    # the precision a failure in a dtype comes from, measured where a per-dtype check fails in a dtype other
+    # than the cases' own (harness.checks.precision); each names the knob that narrows a layer's claim
+    Hint("computes_narrow", _NUMERIC,
+         "the layer's forward fails in the dtype, and the same layer built and run one dtype wider on the same "
+         "inputs and state, rounded back, is within tolerance of the reference",
+         by_framework={fw: "The layer computes in {dtype} arithmetic: the same layer in {wide}, rounded to {dtype}, "
+                           "is within tolerance; compute the statistic in {wide} (e.g. " + upcast + "), or leave "
+                           "{dtype} out of this layer's `dtypes` (a binding's dtypes:, or --dtype)."
+                       for fw, upcast in (("torch", "`x.to(torch.{wide})`, as `x.float()` is for float32"),
+                                          ("tensorflow", '`ops.cast(x, "{wide}")`'),
+                                          ("jax", "`x.astype(jnp.{wide})`"),
+                                          ("mxnet", "`x.astype('{wide}')`"))}),
+    # after the measurement "The layer computes float64 inputs at float32 precision (error .., float32's epsilon is ..)"
+    Hint("computes_float32", _NUMERIC,
+         "a float64 forward's error relative to the output's scale is float32-sized (1/16 to 256 times "
+         "float32's epsilon)",
+         text="compute in the input's dtype, or leave float64 out of this layer's `dtypes` (a binding's dtypes:, "
+              "or --dtype)."),
+    # after the measurement: the error in ulps, the native layer's as a yardstick, why no cause explains it
+    Hint("precision_unexplained", _NUMERIC,
+         "the layer's forward fails in the dtype and neither a wider run nor float32 precision explains it",
+         text="If this layer is not meant for {dtype}, leave {dtype} out of its `dtypes` (a binding's dtypes:, "
+              "or --dtype)."),
+    Hint("accumulated_16bit", _NUMERIC,
+         "computes_narrow applies, the contract declares accumulate, and on every failing case the "
          "outputs are at least 4x closer to the reference with its statistics summed one term at a time in "
          "that dtype than to the true reference (rmsnorm, rmsnorm_bias)",
          text="The outputs match the reference with its statistics summed in {dtype}: the statistics were "

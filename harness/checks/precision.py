@@ -1,0 +1,155 @@
+"""Where a numeric failure in a dtype comes from: the precision the layer computes at.
+
+When a per-dtype check (``values``, ``native``, ``gradients``, ``properties``, ``forward_mode``,
+``second_order``, ``modes``) fails in a dtype other than the cases' own, the runner asks ``attribute``
+to measure the cause, once, whichever check failed, and adds it to the failure's message and details.
+The measurement is the layer's forward on the target's own cases and state, through its executor:
+
+* 16-bit (or float32) outputs: the same layer built and run one dtype wider on the same inputs and
+  state (exact there) and rounded back. Within tolerance of the reference where the narrow run is
+  not, the layer computes in the narrow arithmetic (hint ``computes_narrow``; a 16-bit accumulation
+  of a contract's ``accumulate`` statistic is one such case, said as well where its variant matches).
+* float64 outputs: an error relative to the output's scale near float32's epsilon, far above
+  float64's, says that the layer computes float64 inputs in float32 (hint ``computes_float32``).
+* otherwise the error in ulps of the dtype, with the contract's native layer, where it names one,
+  measured the same way as a yardstick (hint ``precision_unexplained``).
+
+Every cause names the knob that narrows a layer's claim: a binding's ``dtypes:`` or ``--dtype``.
+It costs a few forward calls, and runs only where a check has failed.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from .. import inputs as inputs_mod
+from ..compare import describe_mismatch, relative_error
+from ..dtypes import HALF, is_floating, np_dtype
+from ..tolerances import finfo, spacing
+from .common import import_native, reference_forward
+from .mistakes import accumulated_low, hint
+
+WIDER = {"float16": "float32", "bfloat16": "float32", "float32": "float64"}
+# a float64 output whose error relative to its scale lies in this band of float32's epsilon computes
+# in float32: float32 arithmetic errs by a few eps per step, float64 arithmetic ~1e9 times less
+FLOAT32_BAND = (1 / 16, 256)
+
+
+def _cast_all(arrays, dtype: str):
+    return [np.asarray(a).astype(np_dtype(dtype)) if is_floating(a) else a for a in arrays]
+
+
+def _outputs(ctx, inputs_per_case, state, dtype: str | None = None):
+    """The layer's outputs on each case's inputs at ``state``; ``dtype``: built and run in that dtype
+    instead of ``ctx``'s (inputs and state cast to it first). Also the state the reference is to see
+    (``CheckContext.layer_at``)."""
+    run = ctx if dtype is None else replace(ctx, dtype=dtype)
+    if dtype is not None:
+        state = dict(zip(state, _cast_all(state.values(), dtype)))
+        inputs_per_case = [_cast_all(inputs, dtype) for inputs in inputs_per_case]
+    layer, held, _ = run.layer_at(state)
+    return [run.adapter.numpy(run.run(layer, inputs)) for inputs in inputs_per_case], held
+
+
+def _native_outputs(ctx, inputs_per_case, state):
+    """The contract's native layer for this framework at ``state``, in ``ctx``'s dtype; None where none."""
+    spec = ctx.contract.native.get(ctx.adapter.name) or {}
+    if "class" not in spec:
+        return None, None
+    cls = import_native(ctx, spec["class"])
+    args = {k: ctx.contract.resolve_arg(v) for k, v in (spec.get("args") or {}).items()}
+    native = ctx.in_dtype(ctx.adapter.build(ctx.adapter.construct_native(cls, args), ctx.build_inputs()))
+    for slot, name in (spec.get("state") or {}).items():
+        ctx.adapter.assign(native, name, state[slot])
+    return spec["class"], [ctx.adapter.numpy(ctx.adapter.call(native, inputs)) for inputs in inputs_per_case]
+
+
+def _ulps(outputs, expected, dtype: str) -> float:
+    """The largest error in ulps of ``dtype`` at the expected values."""
+    worst = 0.0
+    for got, want in zip(outputs, expected):
+        g, w = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
+        finite = np.isfinite(g) & np.isfinite(w)
+        if np.any(~finite & ~((g == w) | (np.isnan(g) & np.isnan(w)))):
+            return float("inf")
+        if np.any(finite):
+            worst = max(worst, float(np.max(np.abs(g[finite] - w[finite]) / spacing(w[finite], dtype))))
+    return worst
+
+
+def _within(ctx, outputs, expected, dtype: str) -> bool:
+    rtol, atol = ctx.tolerance("values", dtype)
+    return not any(describe_mismatch(np.asarray(g).astype(np_dtype(dtype)), w, rtol, atol,
+                                     ulps=ctx.ulps("values", dtype))
+                   for g, w in zip(outputs, expected))
+
+
+def _ulps_text(n: float) -> str:
+    return "not finite" if not np.isfinite(n) else f"{n:.3g} ulp{'s' if n != 1 else ''}"
+
+
+def measure(ctx) -> tuple[str, dict] | None:
+    """(the cause, its measurements) of a numeric failure in ``ctx``'s dtype, or None where the
+    layer's forward does not show one (its outputs are not of that dtype, or the forward is right
+    and computes at that dtype's precision)."""
+    state = inputs_mod.test_state(ctx.contract)
+    inputs_per_case = [ctx.case_inputs(case) for case in ctx.contract.cases]
+    if not inputs_per_case:
+        return None
+    got, state_held = _outputs(ctx, inputs_per_case, state)
+    dtype = ctx.expected_dtype(inputs_per_case[0])
+    if any(str(g.dtype) != dtype for g in got):
+        return None     # a dtype mistake, which the values check names
+    expected = [reference_forward(ctx, inputs, state_held) for inputs in inputs_per_case]
+    fw = ctx.adapter.name
+    details = {"dtype": dtype, "error_ulps": _ulps(got, expected, dtype)}
+    narrow_ok = _within(ctx, got, expected, dtype)
+    wide = WIDER.get(dtype)
+    if wide is not None and not narrow_ok:
+        wide_ok = _within(ctx, _outputs(ctx, inputs_per_case, state, wide)[0], expected, dtype)
+        details.update(wider=wide, wider_within_tolerance=wide_ok)
+        if wide_ok:
+            said = hint("computes_narrow", fw, dtype=dtype, wide=wide)
+            outputs = list(zip(inputs_per_case, got))
+            accumulation = accumulated_low(ctx, state_held, outputs) if dtype in HALF else ""
+            return said + (f" {accumulation}" if accumulation else ""), {**details, "cause": "computes_narrow"}
+    if dtype == "float64":
+        rel = max(relative_error(g, w) for g, w in zip(got, expected))
+        eps32 = float(finfo("float32").eps)
+        details.update(relative_error=rel)
+        if FLOAT32_BAND[0] * eps32 <= rel <= FLOAT32_BAND[1] * eps32:
+            return (f"The layer computes float64 inputs at float32 precision (error {rel:.2g}, float32's epsilon "
+                    f"is {eps32:.2g}): {hint('computes_float32', fw)}"), {**details, "cause": "computes_float32"}
+    if narrow_ok:
+        return None     # the forward is right in this dtype: its precision does not explain the failure
+    yardstick = ""
+    try:
+        name, native = _native_outputs(ctx, inputs_per_case, state_held)
+    except Exception:   # a native layer that cannot be built here is the native check's to report
+        name, native = None, None
+    if native is not None and all(str(n.dtype) == dtype for n in native):
+        details.update(native=name, native_ulps=_ulps(native, expected, dtype))
+        yardstick = f"; {name} is within {_ulps_text(details['native_ulps'])} here"
+    why = (f"the same layer in {wide}, rounded to {dtype}, is not within tolerance either" if wide else
+           f"its error relative to the output's scale, {details['relative_error']:.2g}, is not float32's either")
+    return (f"The layer's error is up to {_ulps_text(details['error_ulps'])} of {dtype}{yardstick}; {why}, so "
+            f"{dtype} rounding alone does not explain it. {hint('precision_unexplained', fw, dtype=dtype)}"), \
+        {**details, "cause": "precision_unexplained"}
+
+
+def attribute(ctx, failure) -> None:
+    """Add the measured cause to ``failure`` (a CheckFailed in a dtype other than the cases' own)."""
+    if ctx.dtype is None:
+        return
+    try:
+        found = measure(ctx)
+    except Exception as exc:  # the layer fails some other way too: its own checks say how
+        failure.details["precision"] = {"not_measured": f"{type(exc).__name__}: {exc}"[:300]}
+        return
+    if found is None:
+        return
+    said, details = found
+    failure.message = f"{failure.message.rstrip('.')}. {said}"
+    failure.args = (failure.message,)
+    failure.details["precision"] = details
