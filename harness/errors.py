@@ -71,6 +71,50 @@ def _is_user(filename: str) -> bool:
                 or filename.startswith("<"))
 
 
+class EnvironmentProblem(Exception):
+    """A package the run needs is missing or broken in this environment (``missing_dependency``'s text):
+    the user's to fix, never a layer failure."""
+
+
+def missing_dependency(exc: BaseException) -> str | None:
+    """For an exception that says an installed package's own code could not import a third-party package
+    (not installed, or installed in a version that does not import in this environment): the usage error
+    that names the package and what to do. None for anything else, the layer's own imports included (their
+    ImportError is raised at the user's line). In the judge, an executor's exception carries the text."""
+    if hasattr(exc, "missing_dependency"):  # described in the executor, where the traceback was
+        return exc.missing_dependency
+    chain, seen = [], exc
+    while seen is not None and seen not in chain:
+        chain.append(seen)
+        seen = seen.__cause__ or seen.__context__
+    if not any(isinstance(e, ImportError) for e in chain):
+        return None
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames or _is_user(frames[-1].filename):
+        return None
+    absent = next((e.name for e in chain if isinstance(e, ModuleNotFoundError) and e.name), None)
+    needed_by = _installed_package(frames[-1].filename)
+    if absent is not None:
+        package = absent.split(".")[0]
+        return f"the package {package!r} is not installed, and {needed_by} needs it here: pip install {package}"
+    cause = next(e for e in reversed(chain) if isinstance(e, ImportError))
+    return (f"the installed package {needed_by!r} cannot be imported in this environment ({type(cause).__name__}: "
+            f"{cause}): `pip check` names the requirement it breaks; install a version of {needed_by!r} that "
+            f"fits the other packages")
+
+
+def _installed_package(filename: str) -> str:
+    """The top-level package an installed file belongs to (site-packages/jax/_src/x.py: 'jax')."""
+    path = os.path.abspath(filename)
+    if path.startswith(_HARNESS + os.sep):
+        return "layer-conformance"
+    parts = path.split(os.sep)
+    for marker in ("site-packages", "dist-packages"):
+        if marker in parts[:-1]:
+            return os.path.splitext(parts[parts.index(marker) + 1])[0]
+    return os.path.basename(path)
+
+
 def out_of_memory(text: str) -> bool:
     text = text.lower()
     return text.startswith("memoryerror") or "can't allocate memory" in text or "out of memory" in text \

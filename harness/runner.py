@@ -20,6 +20,7 @@ from .binding import mapped
 from .checks import CHECKS, DEFAULT_CHECKS, PER_DTYPE, CheckContext, CheckFailed, CheckSkipped, unexpected_error
 from .checks.precision import attribute as attribute_precision
 from .checks.blame import CheckBlocked, blocker_for
+from .errors import EnvironmentProblem, missing_dependency
 
 DEVICE_CHECKS = ("devices", "device_parity")
 DEFAULT_TIMEOUT = 60.0  # seconds per check; the contract's `timeout` and --check-timeout override it
@@ -159,6 +160,9 @@ def run_check(ctx: CheckContext, check: str, timeout: float | None = None) -> di
                 if blocked is None:
                     if isinstance(exc, CheckFailed) and check in PER_DTYPE:
                         attribute_precision(ctx, exc)  # which precision the layer computes at
+                missing = missing_dependency(exc)
+                if missing is not None:  # the environment, not the layer: a usage error (exit 4)
+                    raise EnvironmentProblem(missing) from exc
                     raise
                 raise blocked from exc
         rec.update(outcome="passed", message="", details=_jsonable(details))
@@ -167,6 +171,8 @@ def run_check(ctx: CheckContext, check: str, timeout: float | None = None) -> di
                    details=_jsonable({"symptom": exc.symptom}))
     except (CheckTimeout, ExecutorTimeout) as exc:
         # an executor killed at the deadline says where it was from its own stack dump, if it gave one: the
+    except EnvironmentProblem as exc:
+        rec.update(outcome="error", message=f"usage error: {exc}", usage_error=True)
         # judge's wait is no place to name
         where = (exc.place if isinstance(exc, ExecutorTimeout) else _where(exc)) or \
             "(its executor was killed from outside)"

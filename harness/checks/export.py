@@ -20,6 +20,7 @@ import numpy as np
 from ..dtypes import is_floating, is_inexact
 from .. import inputs as inputs_mod
 from ..compare import describe_mismatch, tolerance
+from ..errors import missing_dependency
 from .base import CheckFailed, CheckSkipped, unexpected_error
 from .mistakes import HINTS, hint
 
@@ -110,6 +111,8 @@ def check_export(ctx):
                 except CheckSkipped:
                     raise
                 except Exception as exc:
+                    if missing_dependency(exc):
+                        raise  # the environment's problem, not the format's: a usage error (harness.runner)
                     if type(exc).__name__ == "Unsupported":
                         outcome[fmt] = f"skipped: {exc}"
                         continue
@@ -231,6 +234,8 @@ def _said(message: str, why: str) -> str:
 def _compare_format(ctx, fmt, notes, ran, cases, original, problems) -> str:
     """Compare what the fresh process gave for one format with the original; returns the format's outcome
     and appends its problems."""
+        if missing_dependency(ran[1]):
+            raise ran[1]  # the environment's problem, not the format's: a usage error (harness.runner)
     if ran[0] == "skipped":
         return f"skipped: {ran[1]}"
     if ran[0] == "load failed":

@@ -79,6 +79,7 @@ class RemoteError(Exception):
         self.remote_text = info["text"]
         self.origin = origin
         self.in_adapter = bool(info.get("in_adapter"))  # a NotImplementedError of the adapter itself
+        self.missing_dependency = info.get("missing_dependency")  # harness.errors.missing_dependency, said there
 
 
 class Remote:

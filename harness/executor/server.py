@@ -183,14 +183,15 @@ class Server:
             return {"id": rid, "raised": self._describe(exc)}
 
     def _describe(self, exc: BaseException) -> dict:
-        from harness.errors import note_harness_error, raised_in_adapter, unexpected_error
+        from harness.errors import missing_dependency, note_harness_error, raised_in_adapter, unexpected_error
         from harness.adapters.base import Unsupported
         if not isinstance(exc, Unsupported):
             note_harness_error(exc)
         own = raised_in_adapter(exc)  # the harness's adapter, not the layer, raised it
         unsupported = (str(exc) or "unsupported") if isinstance(exc, Unsupported) and own else None
         return {"type": type(exc).__name__, "message": _text(exc), "text": unexpected_error(exc),
-                "unsupported": unsupported, "in_adapter": own and isinstance(exc, NotImplementedError)}
+                "unsupported": unsupported, "in_adapter": own and isinstance(exc, NotImplementedError),
+                "missing_dependency": missing_dependency(exc)}
 
     def hello(self) -> dict:
         out = {"pid": self.pid, "python": sys.version.split()[0]}

@@ -1,0 +1,80 @@
+"""An environment that lacks a package a framework needs is the user's to fix: a usage error (exit 4) that names
+the package and what to do, never a layer failure, a blocked verdict or a hint that blames the layer. Run the
+user's way: the public command line, from the user's own directory.
+
+The package is made absent the way it is absent in a venv without it: a directory early on PYTHONPATH whose
+module raises what Python raises for a package that is not installed.
+"""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+NNX_LAYER = '''
+import jax.numpy as jnp
+from flax import nnx
+
+
+class RMSNorm(nnx.Module):
+    def __init__(self, d, eps=1e-6):
+        self.gain = nnx.Param(jnp.ones(d))
+        self.eps = eps
+
+    def __call__(self, x):
+        x32 = x.astype(jnp.float32) if x.dtype in (jnp.float16, jnp.bfloat16) else x
+        return self.gain[...] * (x32 / jnp.sqrt((x32 ** 2).mean(-1, keepdims=True) + self.eps)).astype(x.dtype)
+'''
+
+ABSENT = '''raise ModuleNotFoundError("No module named {name!r}", name={name!r})
+'''
+
+
+def _absent(tmp_path: Path, name: str) -> Path:
+    folder = tmp_path / "absent"
+    (folder / name).mkdir(parents=True)
+    (folder / name / "__init__.py").write_text(ABSENT.format(name=name))
+    return folder
+
+
+def test_jax_export_without_flatbuffers_is_a_usage_error_naming_it(tmp_path):
+    pytest.importorskip("jax")
+    pytest.importorskip("flax")
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "mylayer.py").write_text(textwrap.dedent(NNX_LAYER))
+    env = {**os.environ, "PYTHONPATH": str(_absent(tmp_path, "flatbuffers"))}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "0", "--contract", "rmsnorm",
+                           "--impl", "mylayer:RMSNorm", "--check", "export", "--dtype", "float32",
+                           "--conformance-json", "out.json"],
+                          cwd=project, env=env, capture_output=True, text=True, timeout=600)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 4, out
+    (record,) = [r for r in json.loads((project / "out.json").read_text())["results"] if r["check"] == "export"]
+    assert record["outcome"] == "error" and record["usage_error"], record
+    assert "usage error: the package 'flatbuffers' is not installed, and jax needs it here: pip install flatbuffers" \
+        in record["message"], record
+    assert "callback" not in record["message"] and "blocked by" not in out, out  # no hint blaming the layer
+
+
+def test_a_layer_importing_what_is_not_installed_is_the_layers_failure(tmp_path):
+    """The user's own import of a missing package is the layer's mistake (raised at the user's line)."""
+    pytest.importorskip("jax")
+    pytest.importorskip("flax")
+    project = tmp_path / "project"
+    project.mkdir()
+    layer = NNX_LAYER.replace("        x32 = x.astype", "        import flatbuffers  # noqa: F401\n        x32 = x.astype")
+    (project / "mylayer.py").write_text(textwrap.dedent(layer))
+    env = {**os.environ, "PYTHONPATH": str(_absent(tmp_path, "flatbuffers"))}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "0", "--contract", "rmsnorm",
+                           "--impl", "mylayer:RMSNorm", "--check", "values", "--dtype", "float32",
+                           "--conformance-json", "out.json"],
+                          cwd=project, env=env, capture_output=True, text=True, timeout=600)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 4 and "usage error" not in out, out
+    (record,) = [r for r in json.loads((project / "out.json").read_text())["results"] if r["check"] == "values"]
+    assert record["outcome"] in ("failed", "blocked") and not record.get("usage_error"), record
+    assert "No module named 'flatbuffers' (at " in json.dumps(record) and "mylayer.py" in json.dumps(record), record
