@@ -91,9 +91,13 @@ def _forwards_to_super(init, var_kw: str) -> bool:
                for node in ast.walk(tree))
 
 
-def problem(spec: str, signature: dict | None, constructor: dict, arg_map: dict | None = None) -> str | None:
+def problem(spec: str, signature: dict | None, constructor: dict, arg_map: dict | None = None,
+            unaccepted_too: bool = True) -> str | None:
     """Why the contract's ``constructor`` arguments (under ``arg_map``) do not fit a constructor of this
-    ``signature``, in words that name both sides and the likely mapping; None where they fit."""
+    ``signature``, in words that name both sides and the likely mapping; None where they fit.
+    ``unaccepted_too=False``: only a required parameter left without an argument is a misfit (the executor's
+    check at load, which every target passes, the bundled references included: a bundled Keras layer builds
+    from its input and takes no ``d``; the judge judges the user's bindings whole before any check runs)."""
     if signature is None:
         return None
     arg_map = arg_map or {}
@@ -101,7 +105,7 @@ def problem(spec: str, signature: dict | None, constructor: dict, arg_map: dict 
     params = signature["params"]
     reasons = []
     missing = [n for n in signature["required"] if n not in given and n not in SUPPLIED]
-    unaccepted = [] if signature["takes_any"] else [a for a in constructor if arg_map.get(a, a)
+    unaccepted = [] if signature["takes_any"] or not unaccepted_too else [a for a in constructor if arg_map.get(a, a)
                                                     and arg_map.get(a, a) not in params]
     if missing:
         reasons.append(f"it requires {', '.join(map(repr, missing))}, which the contract does not give (the "

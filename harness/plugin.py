@@ -267,6 +267,50 @@ class ConformanceRun:
             self._session.close()
             self._session = None
 
+    def target_nodes(self, key: str, contract):
+        """(target, node name, device, dtype, implementation label) of every target node the contract file
+        ``key`` holds: a target on each device, in the cases' own dtype (None) and each added one it runs."""
+        mine = self.by_path.get(key, [])
+        labels = [t.impl_label for t in mine]
+        for t in mine:
+            impl = t.impl_label
+            if labels.count(impl) > 1:
+                impl = t.impl.replace(":", ".")
+            extra = contract.extra_dtypes()
+            wanted = t.dtypes if t.dtypes is not None else (self.dtypes or None)
+            if wanted is not None:
+                extra = [d for d in extra if d in wanted]  # the cases' own dtype always runs
+            for device in self.devices:
+                for dtype in [None] + extra:
+                    name = target_name(contract.name, None if t.bundled else impl, t.framework, device, dtype)
+                    yield t, name, device, dtype, impl
+
+    def checks_of(self, target, contract, dtype):
+        """(check, why it can never run there, or None) for each check of a target node, decided from the contract
+        (a bundled target in a framework the contract is not for, then harness.checks.applicable)."""
+        from .checks import PER_DTYPE
+        from .checks.applicable import not_applicable
+        whole = contract.not_applicable(target.framework) if target.bundled or not target.impl else None
+        for check in self.checks:
+            if dtype is not None and check not in PER_DTYPE:
+                continue
+            if not target.impl or whole:
+                yield check, f"not applicable in {target.framework}: {whole}"
+            else:
+                yield check, not_applicable(contract, check, target.framework)
+
+    def not_applicable(self) -> list[Record]:
+        """The n/a records of the checks that are never collected: the matrix shows them, with their reason."""
+        out = []
+        for key in self.paths:
+            contract = self.contracts[key]
+            file_id = _file_nodeid(self.config, Path(key), self.contract_dirs)
+            for t, name, device, dtype, _ in self.target_nodes(key, contract):
+                out += [target_record(t, contract, device, dtype, check, outcome="skipped", message=reason,
+                                      nodeid=f"{file_id}::{name}::{check}", not_applicable=True)
+                        for check, reason in self.checks_of(t, contract, dtype) if reason]
+        return out
+
     def frameworks(self) -> dict:
         from .frameworks import versions
         out = {}
@@ -376,21 +420,9 @@ class ContractFile(pytest.File):
         run = self.config.stash[_RUN_KEY]
         key = str(self.path.resolve())
         contract = run.contracts.get(key) or load_contract(self.path, run.max_input_elements)
-        mine = run.by_path.get(key, [])
-        labels = [t.impl_label for t in mine]
-        for t in mine:
-            impl = t.impl_label
-            if labels.count(impl) > 1:
-                impl = t.impl.replace(":", ".")
-            extra = contract.extra_dtypes()
-            wanted = t.dtypes if t.dtypes is not None else (run.dtypes or None)
-            if wanted is not None:
-                extra = [d for d in extra if d in wanted]  # the cases' own dtype always runs
-            for device in run.devices:
-                for dtype in [None] + extra:
-                    name = target_name(contract.name, None if t.bundled else impl, t.framework, device, dtype)
-                    yield TargetNode.from_parent(self, name=name, target=t, contract=contract, device=device,
-                                                 impl_label=impl, dtype=dtype)
+        for t, name, device, dtype, impl in run.target_nodes(key, contract):
+            yield TargetNode.from_parent(self, name=name, target=t, contract=contract, device=device,
+                                         impl_label=impl, dtype=dtype)
 
     def repr_failure(self, excinfo):
         if isinstance(excinfo.value, ContractError):
@@ -408,11 +440,10 @@ class TargetNode(pytest.Collector):
         self.dtype = dtype
 
     def collect(self):
-        from .checks import PER_DTYPE
         run = self.config.stash[_RUN_KEY]
-        for check in run.checks:
-            if self.dtype is not None and check not in PER_DTYPE:
-                continue
+        for check, not_applicable in run.checks_of(self.target, self.contract, self.dtype):
+            if not_applicable:
+                continue   # no item for what can never run: the results show it n/a (ConformanceRun.not_applicable)
             item = ConformanceItem.from_parent(self, name=check, check=check)
             item.add_marker(pytest.mark.xdist_group(self.name))  # harness.scheduling reads the node id
             item.add_marker(pytest.mark.conformance)
@@ -430,6 +461,12 @@ class TargetNode(pytest.Collector):
             compile_backend=option(self.config, "compile_backend", "conformance_compile_backend") or None)
 
 
+def target_record(target, contract, device, dtype, check, **fields) -> Record:
+    """The record of ``check`` on one target node (``dtype`` None: the cases' own)."""
+    return Record(contract=contract.name, impl=target.impl or "(not applicable)", framework=target.framework,
+                  device=device, check=check, dtype=dtype or "", **fields)
+
+
 class ConformanceItem(pytest.Item):
     def __init__(self, *, check, **kw):
         super().__init__(**kw)
@@ -437,23 +474,15 @@ class ConformanceItem(pytest.Item):
         self.record = None
 
     def _record(self, outcome, message="", **verdict):
-        t = self.parent.target
-        self.record = Record(contract=self.parent.contract.name, impl=t.impl or "(not applicable)",
-                             framework=t.framework, device=self.parent.device, check=self.check,
-                             dtype=self.parent.dtype or "",
-                             options=t.options(self.parent.dtype or self.parent.contract.default_dtype),
-                             outcome=outcome, message=message, nodeid=self.nodeid,
-                             duration=round(time.perf_counter() - self._started, 6), **verdict)
+        node = self.parent
+        self.record = target_record(node.target, node.contract, node.device, node.dtype, self.check, outcome=outcome,
+                                    message=message, nodeid=self.nodeid,
+                                    duration=round(time.perf_counter() - self._started, 6), **verdict)
 
     def runtest(self):
         self._started = time.perf_counter()   # the check's wall time, loading the layer included
 
         from .checks import CheckFailed
-        contract, target = self.parent.contract, self.parent.target
-        reason = contract.not_applicable(target.framework) if target.bundled or not target.impl else None
-        if not target.impl or reason:
-            self._record("skipped", f"not applicable in {target.framework}: {reason}", not_applicable=True)
-            pytest.skip(self.record.message)
         from .executor import LoadFailed
         from .executor.session import UsageProblem
         lane = self.config.stash[_RUN_KEY].lane
@@ -542,6 +571,7 @@ def _plan(run, nodeids):
         from .results import Journal
         run.journal = Journal(run.json_path)
         run.journal.plan(run.planned)
+    run.results += run.not_applicable()   # no item, no plan entry: decided from the contracts, not run
 
 
 def start_rank(framework: str) -> int:
@@ -584,7 +614,8 @@ def pytest_collection_modifyitems(session, config, items):
 @pytest.hookimpl(trylast=True)
 def pytest_collection_finish(session):
     run = session.config.stash.get(_RUN_KEY, None)
-    if run and run.active and not _is_worker(session.config) and session.items:
+    # under xdist the workers collect, and the plan comes from them (pytest_xdist_node_collection_finished)
+    if run and run.active and not _is_worker(session.config) and (session.items or not session.config.getoption("numprocesses", None)):
         _plan(run, [item.nodeid for item in session.items if isinstance(item, ConformanceItem)])
 
 
@@ -615,6 +646,17 @@ def _record_from_nodeid(run, nodeid: str, outcome: str, message: str, **extra) -
                  and (not label or label in (t.impl_label, t.impl.replace(":", ".")))), label or "?")
     return Record(contract=contract, impl=impl, framework=framework, device=device, check=check, dtype=dtype,
                   outcome=outcome, nodeid=nodeid, message=message, **extra)
+
+
+def _file_nodeid(config, path: Path, initial_paths) -> str:
+    """A contract file's node id as pytest gives it: relative to the rootdir, else to the collection argument
+    (a contract directory) it lies in."""
+    for base in [config.rootpath, *initial_paths]:
+        try:
+            return path.relative_to(base).as_posix()
+        except ValueError:
+            continue
+    return path.as_posix()
 
 
 def _is_worker(config):

@@ -129,6 +129,7 @@ def run_check(ctx: CheckContext, check: str, timeout: float | None = None) -> di
     outside (the executor is killed); without, in this process (the harness's own unit tests).
     """
     from .adapters.base import Unsupported
+    from .checks.applicable import not_applicable
     from .executor import CheckTimeout as ExecutorTimeout, ExecutorLost, RemoteError
     rec: dict = {"check": check}
     if timeout is None:
@@ -147,6 +148,10 @@ def run_check(ctx: CheckContext, check: str, timeout: float | None = None) -> di
         reason = ctx.contract.skip_reason(check)
         if reason:
             rec.update(outcome="skipped", message=reason)
+            return rec
+        reason = not_applicable(ctx.contract, check, ctx.adapter.name)
+        if reason:
+            rec.update(outcome="skipped", message=reason, not_applicable=True)
             return rec
         with _isolation(ctx, notes, timeout):
             try:

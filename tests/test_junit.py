@@ -79,7 +79,8 @@ def test_junit_names_and_counts_read_by_junitparser(project, workers):
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     suites, cases = _cases(project / "junit.xml")
     got = {(c.classname, c.name): _kind(c) for c in cases}
-    records = json.loads((project / "out.json").read_text())["results"]
+    # a check the contract never asks for is no item (n/a in the results file only)
+    records = [r for r in json.loads((project / "out.json").read_text())["results"] if not r.get("not_applicable")]
     # a blocked check is a skip in JUnit, with its "not run: blocked by ..." message
     # rmsnorm declares dtypes: values runs again in each dtype it adds, a target of its own
     want = {(f"contracts.rmsnorm.rmsnorm[{r['impl'].rpartition(':')[2]}-torch-cpu"
@@ -87,7 +88,7 @@ def test_junit_names_and_counts_read_by_junitparser(project, workers):
             "skipped" if r["outcome"] == "blocked" else r["outcome"] for r in records}
     want[("tests.test_mine", "test_mine")] = "passed"
     assert got == want
-    assert len(cases) == 2 * (len(CHECKS) + 3) + 1
+    assert len(cases) == len(records) + 1
     # the counts a CI service shows: one per failed check, the user's own test among the passes
     failed = sum(r["outcome"] == "failed" for r in records)
     # one mistake, one failure (the checks resting on it are blocked: skips with the reason)

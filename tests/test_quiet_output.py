@@ -121,3 +121,29 @@ def test_changed_since_is_silent_about_the_expectations_of_bindings_it_left_out(
     assert "1 binding(s) selected, 1 untouched" in out, out[-3000:]
     assert "impl=other:*" not in out, out[-3000:]
     assert "the entry for contract=no_such_contract matches no check in this run" in out, out[-3000:]
+
+
+@requires_torch
+def test_a_check_the_contract_never_asks_for_is_no_item_and_stays_n_a_in_the_matrix(tmp_path):
+    """clipped_relu_grad is a function contract without forward mode: `parameters` and `forward_mode` can never
+    run there. pytest collects no item for them (so `skipped` means "could run, but not here"); the results
+    file and the HTML still show them n/a with the contract's reason, outside the plan."""
+    from harness import results
+    proc = pytest_run("-v", "--contract", "clipped_relu_grad", "--framework", "torch", "--dtype", "float32",
+                      "--check", "values", "--check", "forward_mode", "--check", "parameters",
+                      "--conformance-json", "r.json", "--conformance-html", "r.html", cwd=tmp_path)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    assert "1 passed in" in out and "skipped" not in out.split("layer conformance")[0], out[-3000:]
+    assert "::forward_mode" not in out and "::parameters" not in out, out[-3000:]
+    doc = results.load(tmp_path / "r.json")
+    assert doc["planned"] == 1 and doc["complete"] is True, doc
+    by_check = {r.check: r for r in doc["results"]}
+    assert by_check["values"].outcome == "passed"
+    for check, reason in [("forward_mode", "the contract does not ask for forward mode"),
+                          ("parameters", "a function contract has no layer state")]:
+        r = by_check[check]
+        assert (r.status(), r.message) == ("n/a", reason), r
+        assert r.nodeid == by_check["values"].nodeid.replace("::values", f"::{check}"), r.nodeid
+    html = (tmp_path / "r.html").read_text()
+    assert "the contract does not ask for forward mode" in html

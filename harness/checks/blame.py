@@ -113,8 +113,9 @@ def blocker_for(ctx, check: str, exc: BaseException) -> CheckBlocked | None:
         by = findings[0].check
         return CheckBlocked(by, "; ".join(f.reason for f in findings if f.check == by), symptom)
     from . import CHECKS
+    from .applicable import not_applicable
     for first in PREREQUISITES.get(check, ()):
-        if ctx.contract.skip_reason(first):
+        if ctx.contract.skip_reason(first) or not_applicable(ctx.contract, first, ctx.adapter.name):
             continue
         try:
             CHECKS[first](ctx)

@@ -73,8 +73,6 @@ def _diagnose(compiler, what, got, want, eager_again, retraced=None, tol=(0.0, 0
 
 def check_compiled(ctx):
     spec = ctx.contract.compiled
-    if "not_applicable" in spec:
-        raise CheckSkipped(f"not applicable: {spec['not_applicable']}", not_applicable=True)
     require(ctx, "compilers", "compile", "compiled_call", "compiled_vjp", "compile_stats")
     from .common import reference_forward
     from .. import inputs as inputs_mod

@@ -68,10 +68,6 @@ def check_strict_loading(ctx):
     """The layer's own state loads strictly; a state lacking a slot, or with an extra one, is
     refused. With optional state (``strict_loading`` in the contract) the saved state grows by
     exactly the optional slots, and a state of either shape is refused by the other."""
-    if ctx.is_function:
-        raise CheckSkipped("a function contract has no saved state", not_applicable=True)
-    if not (ctx.contract.trainable or ctx.contract.non_trainable):
-        raise CheckSkipped("the contract declares no state", not_applicable=True)
     require(ctx, "export_state", "load_state", "alter_saved")
     problems, details = [], {}
     _refuses_altered_state(ctx, problems, details)

@@ -45,8 +45,6 @@ def _floating(dtype: str) -> bool:
 
 def check_mixed_precision(ctx):
     spec = ctx.contract.mixed_precision
-    if "not_applicable" in spec:
-        raise CheckSkipped(f"not applicable: {spec['not_applicable']}", not_applicable=True)
     require(ctx, "mixed_precision_policies", "mixed_precision_run")
     from .. import inputs as inputs_mod
     adapter, contract = ctx.adapter, ctx.contract

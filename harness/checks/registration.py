@@ -9,14 +9,8 @@ from ..compare import describe_mismatch, max_abs_error
 from .base import CheckFailed, CheckSkipped, type_name, unexpected_error
 
 
-def _layers_only(ctx):
-    if ctx.is_function:
-        raise CheckSkipped("a function contract is not a layer", not_applicable=True)
-
-
 def check_composition(ctx):
     """Inside the framework's Sequential between two built-in layers: runs, and its state is seen."""
-    _layers_only(ctx)
     reason = ctx.contract.composition.get("skip")
     if reason:
         raise CheckSkipped(reason)
@@ -49,7 +43,6 @@ def check_composition(ctx):
 
 def check_serialization(ctx):
     """The framework's normal state round trip into a fresh instance gives bit-equal outputs."""
-    _layers_only(ctx)
     adapter, contract = ctx.adapter, ctx.contract
     layer, _, _ = ctx.layer_at(inputs_mod.test_state(contract))
     mapping = ctx.slot_map(layer)
@@ -143,8 +136,6 @@ def check_device_parity(ctx):
     if not targets:
         raise CheckSkipped(f"{adapter.name} has no second device with values here "
                            f"({', '.join(_second_devices(ctx)) or 'none'} only)")
-    if contract.gradients.get("mode", "true") == "none":
-        raise CheckSkipped("the contract declares no gradient", not_applicable=True)
     state = inputs_mod.test_state(contract)
     case = contract.cases[0]
     inputs = ctx.case_inputs(case)

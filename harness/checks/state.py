@@ -11,11 +11,6 @@ from .common import untracked_for
 from .mistakes import Findings, hint
 
 
-def _no_state_for_functions(ctx):
-    if ctx.is_function:
-        raise CheckSkipped("a function contract has no layer state", not_applicable=True)
-
-
 def _shape_dtype_problems(ctx, slot, spec, value) -> list[str]:
     problems = []
     want_shape = ctx.contract.shape(spec["shape"])
@@ -44,7 +39,6 @@ def _untracked_hint(adapter, untracked, loose, slot, shape) -> str:
 
 def check_parameters(ctx):
     """The trainable set is exactly the contract's trainable slots, at their initial values."""
-    _no_state_for_functions(ctx)
     adapter, contract = ctx.adapter, ctx.contract
     layer = ctx.new_layer()
     trainable = adapter.trainable(layer)
@@ -116,7 +110,6 @@ def check_parameters(ctx):
 
 def check_buffers(ctx):
     """Non-trainable slots are in the layer's saved state, never trainable, and get no gradient."""
-    _no_state_for_functions(ctx)
     adapter, contract = ctx.adapter, ctx.contract
     if not contract.non_trainable:
         raise CheckSkipped("the contract declares no non-trainable state")

@@ -1,0 +1,71 @@
+"""Which checks a contract can never run, decided from the contract alone (no framework imported).
+
+The judge does not collect such a check (pytest's convention: no item for what can never run); the
+results file and the HTML report still show its cell as n/a with the reason given here. The runner asks
+the same question first, so a check run another way (``--check`` on such a contract, the harness's unit
+tests) says the same words. What depends on the layer or the machine (a second device, a framework's
+mechanism) is decided by the check itself, and is a skip of an item that exists.
+"""
+from __future__ import annotations
+
+
+def _function(contract, what):
+    return what if contract.kind == "function" else None
+
+
+def _spec_not_applicable(spec, prefix="not applicable: "):
+    return f"{prefix}{spec['not_applicable']}" if spec.get("not_applicable") else None
+
+
+def _no_gradient(contract, framework):
+    return "the contract declares no gradient" if contract.gradients.get("mode", "true") == "none" else None
+
+
+def _native(contract, framework):
+    spec = contract.native.get(framework)
+    if spec is None:
+        return f"the contract names no native {framework} layer"
+    return f"no native {framework} layer: {spec['none']}" if "none" in spec else None
+
+
+def _modes(contract, framework):
+    if not contract.modes:
+        return "the contract declares no training/evaluation behaviour"
+    return _function(contract, "a function contract has no training flag")
+
+
+def _properties(contract, framework):
+    if not contract.properties:
+        return "the contract states no properties"
+    return _function(contract, "properties are stated for layers")
+
+
+def _strict_loading(contract, framework):
+    return _function(contract, "a function contract has no saved state") or \
+        (None if contract.trainable or contract.non_trainable else "the contract declares no state")
+
+
+_RULES = {
+    "parameters": lambda c, fw: _function(c, "a function contract has no layer state"),
+    "buffers": lambda c, fw: _function(c, "a function contract has no layer state"),
+    "composition": lambda c, fw: _function(c, "a function contract is not a layer"),
+    "serialization": lambda c, fw: _function(c, "a function contract is not a layer"),
+    "device_parity": _no_gradient,
+    "native": _native,
+    "gradients": _no_gradient,
+    "strict_loading": _strict_loading,
+    "modes": _modes,
+    "properties": _properties,
+    "forward_mode": lambda c, fw: None if c.forward_mode is not None else "the contract does not ask for forward mode",
+    "second_order": lambda c, fw: (None if c.second_order is not None
+                                   else "the contract does not ask for second-order derivatives"),
+    "compiled": lambda c, fw: _spec_not_applicable(c.compiled),
+    "export": lambda c, fw: _spec_not_applicable(c.export, prefix=""),
+    "mixed_precision": lambda c, fw: _spec_not_applicable(c.mixed_precision),
+}
+
+
+def not_applicable(contract, check: str, framework: str) -> str | None:
+    """Why ``check`` can never run for ``contract`` in ``framework``, or None where it can."""
+    rule = _RULES.get(check)
+    return rule(contract, framework) if rule else None
