@@ -224,8 +224,8 @@ class Server:
         module = sys.modules.get(spec.split(":", 1)[0])
         return {"impl": obj, "file": getattr(module, "__file__", None), "changed": changed,
                 "threads": self._new_threads(),
-                "constructor_problem": binding.problem(spec, binding.signature_of(obj), constructor)
-                if constructor is not None else None}
+                "constructor_problem": binding.problem(spec, binding.signature_of(obj), constructor,
+                                                       unaccepted_too=False) if constructor is not None else None}
 
     def op_detect(self, spec: str):
         """The framework a ``module:attr`` belongs to, among those the import brought in."""
