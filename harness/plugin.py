@@ -464,7 +464,8 @@ class TargetNode(pytest.Collector):
 def target_record(target, contract, device, dtype, check, **fields) -> Record:
     """The record of ``check`` on one target node (``dtype`` None: the cases' own)."""
     return Record(contract=contract.name, impl=target.impl or "(not applicable)", framework=target.framework,
-                  device=device, check=check, dtype=dtype or "", **fields)
+                  device=device, check=check, dtype=dtype or "",
+                  options=target.options(dtype or contract.default_dtype), **fields)
 
 
 class ConformanceItem(pytest.Item):
