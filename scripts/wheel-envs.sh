@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Single-extra environments: the wheel, built as a user builds it (python -m build), installed with one
-# extra alone into a venv of its own under .venvs/, as a user of one framework installs it:
+# extra alone into a venv of its own, as a user of one framework installs it:
 #   torch, tensorflow, jax, mxnet   the extra, on the versions pinned for development (requirements/)
 #   torch-oldest                    the torch extra on the oldest versions the metadata admits
 # Usage: scripts/wheel-envs.sh [NAME...] (default: all). Prints "NAME PYTHON" for each.
@@ -10,7 +10,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python=${PYTHON:-python3}
 build_python=${BUILD_PYTHON:-.venv/bin/python}   # has the `build` package (the test extra)
-root=.venvs
+# outside the checkout, so that a fresh clone (CI's) reuses them: a venv's first build takes minutes
+root=${WHEEL_VENVS:-${XDG_CACHE_HOME:-$HOME/.cache}/layer-conformance/venvs}
 mkdir -p "$root"
 exec 9>"$root/.lock"
 flock 9   # one builder at a time (parallel test workers share the venvs)

@@ -3,7 +3,8 @@ of its own (scripts/wheel-envs.sh: [torch], [tensorflow], [jax], [mxnet], and [t
 metadata admits), runs the README's command from a user's own directory against the user's own correct layer,
 which passes every default check; an editable install reads the checkout's contracts.
 
-The venvs are cached under .venvs/ (CI builds them before the tests: .ci/run); the first build takes minutes.
+The venvs are cached outside the checkout (scripts/wheel-envs.sh says where; CI builds them before the tests:
+.ci/run); the first build takes minutes.
 A venv whose packages pip cannot reach from here is skipped with pip's reason. The test names avoid the words
 that select tests for the MXNet environment (scripts/test.sh), which runs none of this file.
 """
@@ -139,7 +140,7 @@ def _wheel_venv(name: str) -> Path:
         pytest.skip(f"the {name} venv cannot be built here, pip cannot reach its packages: "
                     f"{next(line for line in out.splitlines() if any(w in line for w in UNREACHABLE))}")
     assert proc.returncode == 0, out
-    return ROOT / proc.stdout.split()[-1]
+    return ROOT / proc.stdout.split()[-1]  # absolute where the cache is (ROOT / an absolute path is that path)
 
 
 @pytest.mark.slow  # minutes for a venv's first build; a cached one takes a minute (the run itself)
