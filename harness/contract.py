@@ -414,6 +414,7 @@ class Contract:
     accumulate = property(lambda self: self.data.get("accumulate"))  # the statistics' least precision, or None
     dtype = None  # the dtype this contract's floating inputs are cast to (a view from ``for_dtype``), None: own
     own_dtype = None  # a view's: the cases' declared dtype
+    viewed = None  # a view's: the contract it is a view of (``for_dtype``)
 
     @property
     def default_dtype(self) -> str:
@@ -465,6 +466,7 @@ class Contract:
         view = Contract(data=data, path=self.path, lines=self.lines)
         view.dtype = dtype if cast else None
         view.own_dtype = self.default_dtype
+        view.viewed = self
         return view
     properties = property(lambda self: list(self.data.get("properties") or []))
     modes = property(lambda self: self.data.get("modes"))  # {eval, train: {kind, rate, input}} or None

@@ -197,11 +197,14 @@ class Comparison:
     unless it failed (or errored) in the baseline too -- whether it passed there, was skipped, or is new.
     A check that passed in the baseline and is skipped now (n/a included) is newly skipped: a check that
     no longer checks anything. A skip on both sides (an n/a with its reason, a missing GPU) is no change.
+    One mistake counts once: a check newly blocked by a newly failing one is listed under it
+    (``newly_blocked``), not as a regression of its own.
     """
     newly_failing: list = field(default_factory=list)      # (old or None, new): failing now, not before
     newly_passing: list = field(default_factory=list)      # (old, new): failed/error -> passed
     unchanged_failing: list = field(default_factory=list)  # (old, new): failing in both
     newly_skipped: list = field(default_factory=list)      # (old, new): passed -> skipped or blocked
+    newly_blocked: list = field(default_factory=list)      # (old, new): passed -> blocked by a newly failing check
     disappeared: list = field(default_factory=list)        # old: in the baseline (any outcome), not in this run
 
     @property
@@ -216,6 +219,8 @@ class Comparison:
                 f"{len(self.unchanged_failing)} unchanged failing")
         if self.newly_skipped:
             text += f", {len(self.newly_skipped)} newly skipped"
+        if self.newly_blocked:
+            text += f", {len(self.newly_blocked)} newly blocked by them"
         extra = []
         unknown = sum(old is None for old, _ in self.newly_failing)
         if unknown:
@@ -227,6 +232,10 @@ class Comparison:
             extra.append(f"{len(self.disappeared)} baseline check(s) no longer run")
         return text + (f" ({'; '.join(extra)})" if extra else "")
 
+    def blocked_under(self, root: Record) -> list:
+        """(old, new) of every check newly blocked by the newly failing ``root``."""
+        return [(o, n) for o, n in self.newly_blocked if blocker_key(n) == root.key()]
+
     def changes(self) -> dict[tuple, tuple[str, str | None]]:
         """key -> (label, baseline outcome or None) for every record of this run that changed or still fails."""
         out = {}
@@ -234,6 +243,15 @@ class Comparison:
             for old, new in getattr(self, label):
                 out[new.key()] = (label, old.outcome if old else None)
         return out
+
+
+def blocker_key(r: Record) -> tuple | None:
+    """The key of the record that blocks ``r`` (None where it is not blocked): the same target's check
+    ``blocked_by``, in the cases' own dtype where the runner says the blocker failed there."""
+    if r.outcome != "blocked" or not r.blocked_by:
+        return None
+    own = bool((r.details or {}).get("blocked_in_own_dtype"))
+    return tuple("" if k == "dtype" and own else r.blocked_by if k == "check" else v for k, v in zip(KEY, r.key()))
 
 
 def compare(baseline, current, in_scope=None) -> Comparison:
@@ -251,6 +269,9 @@ def compare(baseline, current, in_scope=None) -> Comparison:
             c.newly_passing.append((o, n))
         elif now in ("skipped", "blocked") and was == "passed":
             c.newly_skipped.append((o, n))   # blocked: not judged any more, whatever blocks it
+    new_failures = {n.key() for _, n in c.newly_failing}
+    c.newly_blocked = [(o, n) for o, n in c.newly_skipped if blocker_key(n) in new_failures]
+    c.newly_skipped = [(o, n) for o, n in c.newly_skipped if blocker_key(n) not in new_failures]
     # whatever the outcome was: a check that no longer runs can no longer be gated
     for k in sorted(set(old) - set(new)):
         if in_scope is None or in_scope(old[k]):

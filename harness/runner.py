@@ -173,7 +173,8 @@ def run_check(ctx: CheckContext, check: str, timeout: float | None = None) -> di
         rec.update(outcome="passed", message="", details=_jsonable(details))
     except CheckBlocked as exc:
         rec.update(outcome="blocked", message=exc.message, blocked_by=exc.by,
-                   details=_jsonable({"symptom": exc.symptom}))
+                   details=_jsonable({"symptom": exc.symptom, **({"blocked_in_own_dtype": True}
+                                                                  if exc.in_own_dtype else {})}))
     except (CheckTimeout, ExecutorTimeout) as exc:
         # an executor killed at the deadline says where it was from its own stack dump, if it gave one: the
     except EnvironmentProblem as exc:

@@ -64,9 +64,10 @@ def test_mutant_fails_exactly_its_checks(target):
         assert m.message in records[m.check]["message"], records[m.check]["message"]
         assert fails == m.fails, f"{m.id}: failing {sorted(fails)}, declared {sorted(m.fails)}: {summary}"
         assert blocked == set(m.blocked), f"{m.id}: blocked {sorted(blocked)}, declared {sorted(m.blocked)}: {summary}"
-    for c in blocked:  # blocked by a check that fails, and says so
+    for c in blocked:  # blocked by a check that fails, and says so, keeping what it saw (its symptom)
         assert records[c]["blocked_by"] in fails, records[c]
         assert records[c]["message"].startswith(f"not run: blocked by {records[c]['blocked_by']} ("), records[c]
+        assert records[c]["details"]["symptom"], records[c]
 
 
 REFERENCES = [(fw, name) for fw in _installed_frameworks() for name in bundled_contracts()

@@ -34,12 +34,13 @@ def type_name(obj) -> str:
 class CheckBlocked(Exception):
     """The check could not judge the layer because of a mistake another check names."""
 
-    def __init__(self, by: str, reason: str, symptom: str = ""):
+    def __init__(self, by: str, reason: str, symptom: str = "", in_own_dtype: bool = False):
         super().__init__(f"not run: blocked by {by} ({reason})")
         self.message = f"not run: blocked by {by} ({reason})"
         self.by = by
         self.reason = reason
         self.symptom = symptom
+        self.in_own_dtype = in_own_dtype  # ``by`` failed in the cases' own dtype, not in this check's
 
 
 @dataclass

@@ -7,9 +7,17 @@ initial value and compares with the reference there); where it still fails, its 
 symptom of that mistake, and it is reported as blocked by the check that names it. Likewise a check
 derived from the outputs (``native``, ``gradients``...) is blocked by ``values`` when the outputs
 themselves are wrong.
+
+A check that runs once per dtype (``PER_DTYPE``) and fails in a dtype other than the cases' own is a
+symptom of the same check's failure in the own dtype when it fails there too, in the same way (wrong
+numbers in both, or the same exception): it is reported as blocked by that check, or by what blocks that
+check, in the own dtype. Only a failure the own dtype does not have (a precision loss, a promoted output,
+an op without a kernel in the dtype) is the dtype's own.
 """
 from __future__ import annotations
 
+import dataclasses
+import re
 from dataclasses import dataclass
 
 from .base import CheckBlocked, CheckFailed, CheckSkipped
@@ -29,6 +37,7 @@ PREREQUISITES = {
     "serialization": ("modes",),
     "devices": ("modes",),
     "values": ("modes",),
+    "properties": ("modes", "values"),  # properties of the outputs: only right outputs can have them
     "native": ("modes", "values"),
     "gradients": ("modes", "values"),
     "forward_mode": ("modes", "values"),
@@ -95,6 +104,61 @@ def state_findings(ctx) -> list[Finding]:
     return out
 
 
+# what a dtype can bring about on its own, named in a failure: an output or gradient in another dtype, or of
+# another shape (the checks' wording: "dtype float32, expected float16", "shape [4, 9], expected [4, 8]")
+_DTYPE_PROBLEM = re.compile(r"\bdtype \w+, expected \w+")
+_SHAPE_PROBLEM = re.compile(r"\bshape \[[^\]]*\], expected \[")
+
+
+def failure_kind(exc: BaseException) -> frozenset:
+    """How a check failed, to tell whether two dtypes fail the same way: the exception the layer raised,
+    or for a failed comparison the dtype and shape problems it names, else wrong numbers."""
+    if not isinstance(exc, CheckFailed):
+        return frozenset({getattr(exc, "type_name", None) or type(exc).__name__})
+    kinds = {kind for kind, problem in (("dtype", _DTYPE_PROBLEM), ("shape", _SHAPE_PROBLEM))
+             if problem.search(exc.message)}
+    return frozenset(kinds or {"numbers"})
+
+
+def _failure(ctx, check: str) -> BaseException | None:
+    """``check``'s failure in ``ctx`` (CheckFailed, or what the layer raised), None where it does not fail."""
+    from . import CHECKS
+    from .applicable import not_applicable
+    from ..adapters.base import Unsupported
+    if ctx.contract.skip_reason(check) or not_applicable(ctx.contract, check, ctx.adapter.name):
+        return None
+    try:
+        CHECKS[check](ctx)
+    except (CheckSkipped, CheckBlocked, Unsupported):
+        return None
+    except Exception as exc:
+        return None if getattr(exc, "origin", None) == "reference" else exc
+    return None
+
+
+def own_dtype_context(ctx):
+    """``ctx`` in the cases' own dtype, or None where it is there already."""
+    contract = ctx.contract
+    if ctx.dtype is None or contract.viewed is None:
+        return None
+    return dataclasses.replace(ctx, contract=contract.viewed.for_dtype(None), dtype=None, notes=list(ctx.notes))
+
+
+def _blocked_in_own_dtype(ctx, check: str, exc: BaseException, symptom: str) -> CheckBlocked | None:
+    """Where ``check`` fails the same way in the cases' own dtype: blocked by it there (or by what blocks it
+    there), the reason naming that dtype. The check is run there afresh, so the verdict does not depend
+    on which target runs first (under pytest-xdist the own dtype's may run on another worker)."""
+    from . import PER_DTYPE
+    own = own_dtype_context(ctx) if check in PER_DTYPE else None
+    if own is None:
+        return None
+    there = _failure(own, check)
+    if there is None or not failure_kind(exc) <= failure_kind(there):
+        return None
+    root = blocker_for(own, check, there)
+    return CheckBlocked(root.by if root else check, own.contract.default_dtype, symptom, in_own_dtype=True)
+
+
 def blocker_for(ctx, check: str, exc: BaseException) -> CheckBlocked | None:
     """The CheckBlocked that ``check``'s failure ``exc`` becomes, or None (it fails in its own right)."""
     from ..errors import unexpected_error
@@ -103,27 +167,25 @@ def blocker_for(ctx, check: str, exc: BaseException) -> CheckBlocked | None:
         findings = [f for f in state_findings(ctx) if f.check != check and not ctx.contract.skip_reason(f.check)]
     except (CheckSkipped, CheckFailed):
         findings = []
-    except Exception as exc:  # a fresh layer cannot be built or read: ``parameters`` (which builds one) says so
-        from ..adapters.base import Unsupported
-        findings = [] if isinstance(exc, Unsupported) or ctx.contract.skip_reason("parameters") else \
+    except Exception as built:  # a fresh layer cannot be built or read: ``parameters`` (which builds one) says so
+        from ..adapters.base import Unsupported   # (not `as exc`: Python unbinds that name after the block)
+        findings = [] if isinstance(built, Unsupported) or ctx.contract.skip_reason("parameters") else \
             [Finding("parameters", "a fresh layer cannot be built")]
     if check in ("parameters", "buffers"):
         findings = []   # they name state mistakes themselves; what they report is theirs
     if findings:
         by = findings[0].check
-        return CheckBlocked(by, "; ".join(f.reason for f in findings if f.check == by), symptom)
-    from . import CHECKS
-    from .applicable import not_applicable
+        # the state checks run in the cases' own dtype only
+        return CheckBlocked(by, "; ".join(f.reason for f in findings if f.check == by), symptom,
+                            in_own_dtype=ctx.dtype is not None)
+    blocked = _blocked_in_own_dtype(ctx, check, exc, symptom)
+    if blocked is not None:
+        return blocked
     for first in PREREQUISITES.get(check, ()):
-        if ctx.contract.skip_reason(first) or not_applicable(ctx.contract, first, ctx.adapter.name):
+        failure = _failure(ctx, first)   # failed, or the layer raised in it
+        if failure is None:
             continue
-        try:
-            CHECKS[first](ctx)
-        except (CheckSkipped, CheckBlocked):
-            continue
-        except Exception as exc:  # failed, or the layer raised in it
-            from ..adapters.base import Unsupported
-            if isinstance(exc, Unsupported) or getattr(exc, "origin", None) == "reference":
-                continue
-            return CheckBlocked(first, _WHY[first], symptom)
+        # a prerequisite that is itself a symptom of its failure in the own dtype: blocked by that one
+        root = _blocked_in_own_dtype(ctx, first, failure, symptom)
+        return root or CheckBlocked(first, _WHY[first], symptom)
     return None

@@ -15,9 +15,9 @@ _EXPECTED_SPELLINGS = {"fail": FAILING, "failed": ("failed",), "error": ("error"
 
 
 def first_line(message, limit=160) -> str:
-    """The message's first line, cut at a word boundary where it is longer than ``limit``."""
+    """The message's first line, cut at a word boundary where it is longer than ``limit`` (None: whole)."""
     line = (message or "").strip().splitlines()[0] if (message or "").strip() else ""
-    if len(line) <= limit:
+    if limit is None or len(line) <= limit:
         return line
     cut = line[:limit - 3]
     return (cut.rsplit(" ", 1)[0] if " " in cut else cut).rstrip(" ,;:") + "..."

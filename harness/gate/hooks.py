@@ -215,8 +215,11 @@ def pytest_sessionfinish(session, exitstatus):
         for old, new in gate.comparison.newly_failing:
             tag = "expected" if new.expected else "REGRESSION"
             was = f"{old.outcome} -> {new.outcome}" if old else f"{new.outcome} (not in the baseline)"
-            say((f"  {tag}: {new.describe()}: {was}: {first_line(new.message)}",
+            # the root failure whole: its hint, at the end, says what to do
+            say((f"  {tag}: {new.describe()}: {was}: {first_line(new.message, limit=None)}",
                  {"red": tag == "REGRESSION", "yellow": tag != "REGRESSION"}))
+            for _, blocked in gate.comparison.blocked_under(new):
+                say((f"    newly blocked by it: {blocked.describe()}: passed -> blocked", {}))
         for old, new in gate.comparison.newly_skipped:
             say((f"  REGRESSION: {new.describe()}: passed -> {new.outcome}: {first_line(new.message)}",
                  {"red": True}))

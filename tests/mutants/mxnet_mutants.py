@@ -121,7 +121,7 @@ MUTANTS = [
     Mutant("mxnet", "rmsnorm", f"{M}:GainAttributeParameter", "parameters",
            "untracked attribute 'gain' (gluon.Parameter [8])", blocked=('compiled', 'composition', 'device_parity', 'devices', 'export', 'gradients', 'properties', 'serialization', 'strict_loading', 'values')),
     Mutant("mxnet", "rmsnorm", f"{M}:GainInList", "parameters", "untracked attribute 'weights[0]'", blocked=('compiled', 'composition', 'device_parity', 'devices', 'export', 'gradients', 'properties', 'serialization', 'values')),
-    Mutant("mxnet", "rmsnorm", f"{M}:EpsOutsideSqrt", "values", "case 'edge_rows'", also=('properties',), blocked=('gradients',)),
+    Mutant("mxnet", "rmsnorm", f"{M}:EpsOutsideSqrt", "values", "case 'edge_rows'", blocked=('gradients', 'properties')),
     Mutant("mxnet", "causal_mask", f"{M}:MaskAsParameter", "buffers", "is registered as trainable", blocked=('parameters',)),
     Mutant("mxnet", "causal_mask", f"{M}:MaskPlainArray", "buffers", "held as a plain attribute 'mask' (NDArray [8, 8])", blocked=('compiled', 'devices', 'export', 'serialization')),
     Mutant("mxnet", "causal_mask", f"{M}:MaskNotAttribute", "buffers", "not in the saved state", blocked=('serialization',)),

@@ -174,8 +174,8 @@ M = "tests.mutants.torch_mutants"
 MUTANTS = [
     Mutant("torch", "rmsnorm", f"{M}:GainPlainTensor", "parameters", "untracked attribute 'gain'", blocked=('compiled', 'composition', 'devices', 'export', 'gradients', 'serialization')),
     Mutant("torch", "rmsnorm", f"{M}:GainInList", "parameters", "untracked attribute 'weights[0]'", blocked=('compiled', 'composition', 'devices', 'export', 'gradients', 'serialization')),
-    Mutant("torch", "rmsnorm", f"{M}:EpsOutsideSqrt", "values", "case 'edge_rows'", also=('properties',), blocked=('native', 'gradients')),
-    Mutant("torch", "rmsnorm", f"{M}:WrongAxis", "values", "case 'random': mismatched elements", also=('properties',), blocked=('native', 'gradients')),
+    Mutant("torch", "rmsnorm", f"{M}:EpsOutsideSqrt", "values", "case 'edge_rows'", blocked=('gradients', 'native', 'properties')),
+    Mutant("torch", "rmsnorm", f"{M}:WrongAxis", "values", "case 'random': mismatched elements", blocked=('gradients', 'native', 'properties')),
     Mutant("torch", "causal_mask", f"{M}:MaskAsParameter", "buffers", "is registered as trainable", blocked=('parameters',)),
     Mutant("torch", "causal_mask", f"{M}:MaskPlainAttribute", "buffers", "held as a plain attribute 'mask'", blocked=('compiled', 'devices', 'export', 'serialization')),
     Mutant("torch", "causal_mask", f"{M}:MaskNotPersistent", "buffers", "not in the saved state", blocked=('serialization',)),
