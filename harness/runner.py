@@ -160,25 +160,25 @@ def run_check(ctx: CheckContext, check: str, timeout: float | None = None) -> di
                 if isinstance(exc, (CheckSkipped, Unsupported, ExecutorLost)) or _out_of_memory(exc) \
                         or getattr(exc, "origin", None) == "reference":
                     raise
+                missing = missing_dependency(exc)
+                if missing is not None:  # the environment, not the layer: a usage error (exit 4)
+                    raise EnvironmentProblem(missing) from exc
                 # a symptom of a mistake another check names is reported as blocked by it
                 blocked = blocker_for(ctx, check, exc)
                 if blocked is None:
                     if isinstance(exc, CheckFailed) and check in PER_DTYPE:
                         attribute_precision(ctx, exc)  # which precision the layer computes at
-                missing = missing_dependency(exc)
-                if missing is not None:  # the environment, not the layer: a usage error (exit 4)
-                    raise EnvironmentProblem(missing) from exc
                     raise
                 raise blocked from exc
         rec.update(outcome="passed", message="", details=_jsonable(details))
+    except EnvironmentProblem as exc:
+        rec.update(outcome="error", message=f"usage error: {exc}", usage_error=True)
     except CheckBlocked as exc:
         rec.update(outcome="blocked", message=exc.message, blocked_by=exc.by,
                    details=_jsonable({"symptom": exc.symptom, **({"blocked_in_own_dtype": True}
                                                                   if exc.in_own_dtype else {})}))
     except (CheckTimeout, ExecutorTimeout) as exc:
         # an executor killed at the deadline says where it was from its own stack dump, if it gave one: the
-    except EnvironmentProblem as exc:
-        rec.update(outcome="error", message=f"usage error: {exc}", usage_error=True)
         # judge's wait is no place to name
         where = (exc.place if isinstance(exc, ExecutorTimeout) else _where(exc)) or \
             "(its executor was killed from outside)"
