@@ -4,8 +4,9 @@ A contract is data. It is read with a safe YAML loader (no tag ever constructs a
 object; ``!!python/...`` tags are refused by name), its structure is fixed by
 ``schema/contract.schema.json`` (jsonschema), and a second, semantic pass checks what a
 schema cannot express (shapes that name constructor arguments, row counts, finite
-tolerances, a reference module that imports). Every problem is reported at once, each
-naming the file, the line and the field; nothing but ``ContractError`` escapes the loader.
+tolerances, a reference module that imports), and last the reference is checked against itself
+(``reference_check.py``). Every problem is reported at once, each naming the file, the line and
+the field; nothing but ``ContractError`` escapes the loader.
 
 Native layers are checked as far as possible without importing a framework: the class must
 be a dotted ``module.Class`` path and, where that framework is installed here, its top-level
@@ -1112,71 +1113,11 @@ def load_contract(path, max_input_elements: int | None = None) -> Contract:
     if problems:
         raise ContractError(path, problems)
     contract = Contract(data=data, path=str(path), lines=lines)
-    problems = _reference_problems(contract)
+    from .reference_check import reference_problems  # the reference checked against itself
+    problems = reference_problems(contract, raw)
     if problems:
         raise ContractError(path, problems)
     return contract
-
-
-def _reference_problems(contract: "Contract") -> list:
-    """What can be known before any layer runs: the reference, called (in the reference executor) on
-    every case's inputs at the test state, returns an array, and its ``vjp`` returns a gradient of the
-    right shape for every input and trainable slot the contract differentiates. A reference that
-    breaks here is the contract's problem (exit 3), never the layer's."""
-    from . import inputs as inputs_mod
-    from .dtypes import is_floating
-    from .executor import RemoteError
-    from .executor.client import CheckTimeout, ExecutorLost
-    import numpy as np
-    problems = []
-
-    def bad(at, message):
-        problems.append((contract.line(*at), ".".join(str(a) for a in at), _short(message)))
-
-    try:
-        mod, forward, vjp = contract.reference()
-        state = inputs_mod.test_state(contract)
-    except (RemoteError, CheckTimeout, ExecutorLost) as exc:
-        bad(("reference", "module"), f"the reference's state could not be made: {getattr(exc, 'remote_text', exc)}")
-        return problems
-    mode = contract.gradients.get("mode", "true")
-    for k, case in enumerate(contract.cases):
-        x = list(inputs_mod.case_inputs(contract, case, 0).values())
-        x64 = [a.astype(np.float64) if is_floating(a.dtype) else a for a in x]
-        try:
-            out = forward(*x64, **{**contract.constructor, **state})
-        except (RemoteError, CheckTimeout, ExecutorLost) as exc:
-            bad(("reference", "forward"), f"case {case['name']!r}: the reference forward raised "
-                                          f"{getattr(exc, 'remote_text', exc)}")
-            continue
-        if not isinstance(out, np.ndarray) and not np.isscalar(out):
-            bad(("reference", "forward"), f"case {case['name']!r}: the reference forward returned a "
-                                          f"{type(out).__name__}, not an array")
-            continue
-        if mode != "true" or vjp is None:
-            continue
-        names, idx, slots = contract.differentiated(case)
-        wanted = {names[i]: np.shape(x[i]) for i in idx} | {s: np.shape(state[s]) for s in slots}
-        try:
-            got = vjp(np.ones(np.shape(out)), *x64, **{**contract.constructor, **state})
-        except (RemoteError, CheckTimeout, ExecutorLost) as exc:
-            bad(("reference", "vjp"), f"case {case['name']!r}: the reference vjp raised "
-                                      f"{getattr(exc, 'remote_text', exc)}")
-            continue
-        if not isinstance(got, dict):
-            bad(("reference", "vjp"), f"case {case['name']!r}: the reference vjp returned a {type(got).__name__}, "
-                                      f"not a dict of gradients by name")
-            continue
-        missing = [n for n in wanted if n not in got]
-        if missing:
-            bad(("reference", "vjp"), f"case {case['name']!r}: the reference vjp returns no gradient for "
-                                      f"{', '.join(map(repr, missing))} (it returns {sorted(got) or 'nothing'}), "
-                                      f"which the contract differentiates")
-        for n, shape in wanted.items():
-            if n in got and np.shape(got[n]) != tuple(shape):
-                bad(("reference", "vjp"), f"case {case['name']!r}: the reference vjp's gradient for {n!r} has "
-                                          f"shape {list(np.shape(got[n]))}, expected {list(shape)}")
-    return problems
 
 
 def bundled_contracts() -> dict[str, Path]:

@@ -326,6 +326,17 @@ def reference_module(name: str) -> RemoteModule:
     return _modules[(id(ex), name)]
 
 
+@contextlib.contextmanager
+def reference_deadline(seconds: float):
+    """Reference calls made outside a check (the contract's self-check at load) end after ``seconds``."""
+    ex = _reference_executor(create=True)
+    ex.deadline = time.monotonic() + seconds
+    try:
+        yield
+    finally:
+        ex.deadline = None
+
+
 _zygotes: dict[str, Executor] = {}
 _tables = threading.Lock()
 
