@@ -5,6 +5,7 @@ import os
 import re
 import shutil
 import subprocess
+from urllib.parse import quote
 
 import pytest
 
@@ -12,7 +13,7 @@ from harness.gate import compare
 from harness.report import write_html
 from harness.report import build_data
 from harness.report.html import cell_lines
-from tests.test_report import HOSTILE, SCRIPT_BREAK, buggy_doc, sample_baseline, sample_doc
+from tests.test_report import HOSTILE, SCRIPT_BREAK, buggy_doc, gated_sample, sample_baseline, sample_doc
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -104,7 +105,7 @@ def test_a_cell_opens_its_checks(browser, report):
     rows = {r.get_attribute("data-check"): r for r in details.find_elements(By.CSS_SELECTOR, "tr.check-row")}
     assert set(rows) == {"parameters", "serialization", "devices", "values", "gradients"}
     values = rows["values"].text
-    assert "FAIL" in values and "newly failing (was passed)" in values
+    assert "FAIL" in values and "newly failing (was passed)" in " ".join(values.split())   # the badge may wrap
     assert "largest error\n0.5" in values and "rtol\n1.3e-06" in values and "atol\n0.0001" in values
     assert "pytest --contract centered --impl mypkg.layers:Centered --framework torch --check values" in values
     assert "expected failure: upstream bug" in rows["gradients"].text and "xfail" in rows["gradients"].text
@@ -186,3 +187,76 @@ def test_cells_read_as_counts_by_name(browser, report, tmp_path):
         mine = [c for c in data["checks"] if (c["contract"], c["row"], c["framework"], c["device"])
                 == (contract, row, framework, device)]
         assert lines == cell_lines(mine), key
+
+
+# --- the layout at the widths people read it at -------------------------------------------------
+
+@pytest.fixture(scope="module")
+def gated_report(tmp_path_factory):
+    doc, base = gated_sample()
+    path = tmp_path_factory.mktemp("gated") / "conformance.html"
+    write_html(path, doc, comparison=compare(base["results"], doc["results"]), baseline_name="old.json")
+    return doc, path
+
+
+# every badge in the diff and the details against its own cell and the row's message; every check name's cell
+LAYOUT = """
+function box(e) { return e.getBoundingClientRect(); }
+function overlap(a, b) { return a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom; }
+function inside(a, b) { return a.left >= b.left - 0.5 && a.right <= b.right + 0.5; }
+var out = {overlaps: [], outside: [], clipped: [], badges: 0, names: 0};
+document.querySelectorAll("#details tr.check-row, #baseline tbody tr").forEach(function (tr) {
+  var msg = tr.querySelector("td.message");
+  tr.querySelectorAll(".badge").forEach(function (b) {
+    out.badges++;
+    if (msg && overlap(box(b), box(msg))) out.overlaps.push(tr.dataset.check + ": " + b.textContent);
+    if (!inside(box(b), box(b.closest("td, th")))) out.outside.push(tr.dataset.check + ": " + b.textContent);
+  });
+});
+document.querySelectorAll("#details tr.check-row > th, #details .check-name, #baseline tbody td:nth-child(2)")
+  .forEach(function (e) { out.names++; if (e.scrollWidth > e.clientWidth) out.clipped.push(e.textContent); });
+return out;
+"""
+
+
+@pytest.mark.parametrize("width", [1400, 1000])
+def test_badges_and_check_names_fit_their_cells(browser, report, gated_report, width):
+    """A change badge never runs into the message beside it and no check name is cut ("compositic"),
+    whether the details sit beside the matrix (the sample at 1400 px) or below it."""
+    size = browser.get_window_size()
+    found = {}
+    try:
+        browser.set_window_size(width, 1000)
+        for page in (report, gated_report[1]):
+            _open(browser, page, "#open=" + quote(json.dumps(["centered", "mypkg.layers:Centered", "torch", "cpu"],
+                                                             separators=(",", ":"))))
+            found[page.parent.name] = browser.execute_script(LAYOUT)
+            found[page.parent.name]["beside"] = browser.execute_script(
+                "return document.getElementById('details').getBoundingClientRect().top"
+                " < document.getElementById('matrix').getBoundingClientRect().bottom")
+    finally:
+        browser.set_window_size(size["width"], size["height"])
+    assert [f["beside"] for f in found.values()] == [width == 1400, False], found   # both layouts measured
+    for f in found.values():
+        assert f["badges"] >= 12 and f["names"] >= 11, found    # the rows were there to measure
+        assert f["overlaps"] == [] and f["outside"] == [], found
+        assert f["clipped"] == [], found
+
+
+def test_the_regression_table_has_each_message_and_the_blocked_under_their_failure(browser, gated_report):
+    doc, path = gated_report
+    _open(browser, path)
+    head = browser.execute_script("return [...document.querySelectorAll('#baseline thead th')].map(t => t.textContent)")
+    assert head[-1] == "message"
+    rows = browser.execute_script("""return [...document.querySelectorAll('#baseline tbody tr')].map(tr =>
+        [tr.dataset.check, tr.className, tr.cells[0].textContent, tr.querySelector('td.message').textContent])""")
+    message = {r["check"]: r["message"] for r in doc["results"] if r["contract"] == "centered" and r["device"] == "cpu"}
+    assert rows == [
+        ["devices", "", "\u25b2 newly failing", message["devices"]],
+        ["values", "", "\u25b2 newly failing", message["values"]],
+        # one mistake, listed once: what values' failure newly blocks follows it, marked as its
+        ["composition", "under", "newly blocked by values", message["composition"]],
+        ["second_order", "", "\u25b2 newly skipped", message["second_order"]],
+        ["parameters", "", "\u25bc newly passing", ""],
+    ]
+    assert "3 regression(s)" in browser.find_element("id", "baseline").text

@@ -62,6 +62,23 @@ def sample_baseline():
     return doc
 
 
+def gated_sample():
+    """sample_doc against sample_baseline with one of each change: values' new failure newly blocks
+    composition, second_order is newly skipped on its own, parameters newly passes."""
+    impl = "mypkg.layers:Centered"
+    doc = sample_doc([
+        _rec("centered", impl, "torch", "composition", "blocked", "not run: blocked by values (the output is wrong)",
+             blocked_by="values"),
+        _rec("centered", impl, "torch", "second_order", "skipped", "torch cannot take this layer's second derivative"),
+    ])
+    base = sample_baseline()
+    base["results"].append(_rec("centered", impl, "torch", "second_order", "passed"))
+    for r in base["results"]:
+        if r["check"] == "parameters" and r["contract"] == "centered":
+            r.update(outcome="failed", message="a parameter is missing")
+    return doc, base
+
+
 def embedded(html: str) -> dict:
     m = re.search(r'<script type="application/json" id="conformance-data">(.*?)</script>', html, re.S)
     assert m, "no embedded data block"
@@ -121,6 +138,21 @@ def test_baseline_diff_is_embedded():
     changed = {c["check"]: (c["change"], c["was"]) for c in data["checks"] if c["change"]}
     assert changed["values"] == ("newly_failing", "passed")
     assert changed["serialization"] == ("unchanged_failing", "error")
+
+
+def test_the_diff_lists_a_check_newly_blocked_under_its_new_failure():
+    doc, base = gated_sample()
+    comparison = compare(base["results"], doc["results"])
+    data = build_data(doc, comparison, "old.json")
+    checks = data["checks"]
+    changed = [(checks[i]["check"], checks[i]["change"]) for i in data["baseline"]["changed"]]
+    assert changed == [("devices", "newly_failing"), ("values", "newly_failing"),
+                       ("composition", "newly_blocked"), ("second_order", "newly_skipped")]
+    (blocked,) = [c for c in checks if c["change"] == "newly_blocked"]
+    assert checks[blocked["under"]]["check"] == "values" and blocked["was"] == "passed"
+    assert all(c["under"] is None for c in checks if c is not blocked)
+    assert [checks[i]["check"] for i in data["baseline"]["fixed"]] == ["parameters"]
+    assert data["baseline"]["regressions"] == 3   # devices, values, second_order: the blocked one is values'
 
 
 def test_non_finite_numbers_survive_json_parse(tmp_path):

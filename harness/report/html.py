@@ -119,8 +119,16 @@ def build_data(doc: dict, comparison=None, baseline_name: str | None = None, tit
     bundled = set(bundled_contracts())
     env = doc.get("environment") or {}
     changes = comparison.changes() if comparison is not None else {}
+    # a check newly blocked by a newly failing one is listed under it, as the gate lists it
+    roots = {}
+    for _, root in comparison.newly_failing if comparison is not None else ():
+        for old, blocked in comparison.blocked_under(root):
+            changes[blocked.key()] = ("newly_blocked", old.outcome if old else None)
+            roots[blocked.key()] = root.key()
+    records = as_records(doc.get("results", []))
+    index = {r.key(): i for i, r in enumerate(records)}
     checks = []
-    for r in as_records(doc.get("results", [])):
+    for r in records:
         change, was = changes.get(r.key(), (None, None))
         checks.append({
             **{k: getattr(r, k) for k in KEY}, "row": row_label(r),
@@ -128,13 +136,21 @@ def build_data(doc: dict, comparison=None, baseline_name: str | None = None, tit
             "details": r.details or {}, "numbers": _numbers(r), "duration": r.duration,
             "nodeid": r.nodeid, "expectation": r.expectation, "change": change,
             "was": was, "repro": repro_command(r, env.get("seed"), bundled),
-            "unavailable": r.unavailable, "blocked_by": r.blocked_by,
+            "unavailable": r.unavailable, "blocked_by": r.blocked_by, "under": index.get(roots.get(r.key())),
         })
     baseline = None
     if comparison is not None:
+        def rows(pairs):
+            return [index[new.key()] for _, new in pairs]
         baseline = {
             "name": baseline_name or "baseline", "summary": comparison.summary(),
             "regressions": len(comparison.regressions),
+            # the table's rows as the gate says them: each new failure with the checks it newly blocks
+            # under it, then the newly skipped (the disappeared follow), the newly passing last
+            "changed": [i for _, root in comparison.newly_failing
+                        for i in [index[root.key()]] + rows(comparison.blocked_under(root))]
+                       + rows(comparison.newly_skipped),
+            "fixed": rows(comparison.newly_passing),
             "disappeared": [{k: getattr(o, k) for k in KEY + ("outcome",)} for o in comparison.disappeared],
         }
     return _finite({
