@@ -108,11 +108,11 @@ def check_export(ctx):
                 except CheckSkipped:
                     raise
                 except Exception as exc:
-                    if missing_dependency(exc):
-                        raise  # the environment's problem, not the format's: a usage error (harness.runner)
                     if type(exc).__name__ == "Unsupported":
                         outcome[fmt] = f"skipped: {exc}"
                         continue
+                    if missing_dependency(exc):
+                        raise  # the environment's problem, not the format's: a usage error (harness.runner)
                     problems.append(_said(f"saving as {fmt} failed: {_text(exc)}", _format_hint("export_save", fmt)))
                     outcome[fmt] = "failed"
         finally:
@@ -231,11 +231,11 @@ def _said(message: str, why: str) -> str:
 def _compare_format(ctx, fmt, notes, ran, cases, original, problems) -> str:
     """Compare what the fresh process gave for one format with the original; returns the format's outcome
     and appends its problems."""
-        if missing_dependency(ran[1]):
-            raise ran[1]  # the environment's problem, not the format's: a usage error (harness.runner)
     if ran[0] == "skipped":
         return f"skipped: {ran[1]}"
     if ran[0] == "load failed":
+        if missing_dependency(ran[1]):
+            raise ran[1]  # the environment's problem, not the format's: a usage error (harness.runner)
         text = _text(ran[1])
         problems.append(_said(f"{fmt}: loading in a fresh process failed: {text}", _load_hint(fmt, text)))
         return "failed"
