@@ -213,6 +213,9 @@ def run_check(ctx: CheckContext, check: str, timeout: float | None = None) -> di
             rec.update(outcome="failed", message=unexpected_error(exc))
     if notes:
         rec.setdefault("details", {})["global_state"] = notes
+    if rec.get("outcome") in ("failed", "error") and not rec.get("usage_error") and ctx.session is not None \
+            and ctx.session.stderr_tail:
+        rec.setdefault("details", {})["stderr_tail"] = ctx.session.stderr_tail  # kept out of the terminal
     return rec
 
 

@@ -1,6 +1,7 @@
 """Quiet output and the gate on a user's first pull request, each run the user's way (pytest in a directory of
 the user's own): the output says what the run left out, and nothing it need not say."""
 import importlib.util
+import re
 import textwrap
 
 import pytest
@@ -147,3 +148,124 @@ def test_a_check_the_contract_never_asks_for_is_no_item_and_stays_n_a_in_the_mat
         assert r.nodeid == by_check["values"].nodeid.replace("::values", f"::{check}"), r.nodeid
     html = (tmp_path / "r.html").read_text()
     assert "the contract does not ask for forward mode" in html
+
+
+# -- what executors write to stderr: kept out of the terminal, its tail in a failing check's record ---------------
+
+requires_keras = pytest.mark.skipif(importlib.util.find_spec("keras") is None
+                                    or importlib.util.find_spec("tensorflow") is None, reason="needs keras on tf")
+# lines no run of a correct layer may show: TensorFlow's and absl's C++ logs, oneDNN's notice, TF's Python warnings
+FRAMEWORK_LOG = re.compile(r"^[IWEF]\d{4} |absl|oneDNN|cpu_feature_guard|WARNING:tensorflow", re.MULTILINE)
+RETRACING = "triggered tf.function retracing"
+
+
+def _keras_user(tmp_path, source):
+    from tests.test_wheel import USER_LAYERS
+    (tmp_path / "mylayer.py").write_text(USER_LAYERS["tensorflow"] + source)
+    return ("--contract", "rmsnorm", "--impl", "mylayer:RMSNorm", "--arg-map", "d=", "--dtype", "float32",
+            "--conformance-json", "r.json")
+
+
+@requires_keras
+def test_a_correct_keras_layers_run_shows_no_framework_log(tmp_path):
+    """The executors (layer, native, the zygote and the fresh processes export forks) print none of TensorFlow's
+    start-up logs; the harness's own tracing in `compiled` (a program per case shape) warns of no retracing."""
+    args = _keras_user(tmp_path, "")
+    proc = pytest_run(*args, "--check", "values", "--check", "compiled", "--check", "export", cwd=tmp_path)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "3 passed" in out, out[-3000:]
+    assert not FRAMEWORK_LOG.search(out), FRAMEWORK_LOG.search(out).group(0) + "\n" + out[-3000:]
+
+
+SAYS_COMPILED = textwrap.dedent("""\
+
+
+    class SaysCompiled(RMSNorm):
+        \"\"\"Right eagerly, wrong under tf.function, and says so on stderr every time it is traced.\"\"\"
+        def call(self, x):
+            import sys
+            import tensorflow as tf
+            if tf.executing_eagerly():
+                return super().call(x)
+            print("SAYS-COMPILED-7f3a", file=sys.stderr)
+            return super().call(x) * 1.5
+""")
+
+
+@requires_keras
+def test_a_failing_keras_check_keeps_the_layers_stderr_and_no_harness_warning(tmp_path):
+    """The layer's words reach the failing check's record (details.stderr_tail), not the terminal; the harness's
+    own retracing of its traced gradient step, which ran all the check's cases, is not among them."""
+    from harness import results
+    args = _keras_user(tmp_path, SAYS_COMPILED)
+    args = tuple(a.replace("mylayer:RMSNorm", "mylayer:SaysCompiled") for a in args)
+    proc = pytest_run(*args, "--check", "compiled", cwd=tmp_path)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1 and "1 failed" in out, out[-3000:]
+    assert "SAYS-COMPILED-7f3a" not in out and not FRAMEWORK_LOG.search(out), out[-3000:]
+    [rec] = [r for r in results.load(tmp_path / "r.json")["results"] if r.check == "compiled"]
+    assert rec.outcome == "failed", rec
+    tail = rec.details["stderr_tail"]
+    assert "SAYS-COMPILED-7f3a" in tail and RETRACING not in tail and not FRAMEWORK_LOG.search(tail), tail[-3000:]
+
+
+LOUD = textwrap.dedent("""\
+    import os
+    import sys
+    import warnings
+
+    import torch
+    from torch import nn
+
+    class Loud(nn.Module):
+        \"\"\"Right, and writes 10 MB to stderr in every forward, from Python and from the descriptor alike.\"\"\"
+        def __init__(self, d, eps=1e-6):
+            super().__init__()
+            self.gain = nn.Parameter(torch.ones(d))
+            self.eps = eps
+
+        def forward(self, X):
+            sys.stderr.write("loud " * (1 << 20))
+            sys.stderr.flush()
+            os.write(2, b"LOUDER " * (3 << 19))
+            return self.gain * X * X.to(torch.promote_types(X.dtype, torch.float32)).pow(2).mean(-1, keepdim=True).add(self.eps).rsqrt().to(X.dtype)
+
+    class Marked(Loud):
+        \"\"\"Wrong (no eps): after its first call's noise, says a marker and a warning (Python shows it once).\"\"\"
+        noisy = True
+
+        def forward(self, X):
+            if Marked.noisy:
+                super().forward(X)
+                Marked.noisy = False
+            print("MARKER-b41d", file=sys.stderr)
+            warnings.warn("MARKED-WARNING-9c2e: this layer leaves out eps")
+            return self.gain * X * X.pow(2).mean(-1, keepdim=True).rsqrt()
+""")
+
+
+@requires_torch
+def test_a_layer_that_floods_stderr_does_not_reach_the_output(tmp_path):
+    (tmp_path / "loud.py").write_text(LOUD)
+    proc = pytest_run("--contract", "rmsnorm", "--impl", "loud:Loud", "--dtype", "float32", "--check", "values",
+                      "--check", "parameters", cwd=tmp_path)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "2 passed" in out, out[-3000:]
+    assert len(out) < 20_000 and "loud" not in out.replace("loud:Loud", "").replace("loud.py", ""), out[-3000:]
+
+
+@requires_torch
+def test_a_failing_check_keeps_the_last_of_the_layers_stderr_with_its_warnings(tmp_path):
+    """A bounded tail (the last 64 KiB) of what the layer wrote in the check, its own Python warning included."""
+    from harness import results
+    (tmp_path / "loud.py").write_text(LOUD)
+    proc = pytest_run("--contract", "rmsnorm", "--impl", "loud:Marked", "--dtype", "float32", "--check", "values",
+                      "--conformance-json", "r.json", cwd=tmp_path)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1 and "1 failed" in out, out[-3000:]
+    assert len(out) < 20_000 and "MARKER-b41d" not in out, out[-3000:]
+    [rec] = [r for r in results.load(tmp_path / "r.json")["results"] if r.check == "values"]
+    assert rec.outcome == "failed", rec
+    tail = rec.details["stderr_tail"]
+    assert 0 < len(tail.encode()) <= 64 << 10, len(tail)
+    assert "MARKER-b41d" in tail and "UserWarning: MARKED-WARNING-9c2e" in tail, tail[-2000:]

@@ -25,6 +25,8 @@ FORK_TIMEOUT = 60.0      # seconds for the zygote to fork a fresh executor
 STACK_WAIT = 1.0         # seconds a process at its deadline has to dump its stacks before it is killed
 STACK_BYTES = 1 << 20    # the most of a stack dump read (a dump of a few hundred frames is some kB)
 POLL = 0.05              # seconds between looks at a running executor (deadline, memory)
+STDERR_TAIL = 64 << 10   # the last bytes of an executor's stderr a check keeps
+STDERR_SPILL = 1 << 20   # bytes its file may hold before the tail is taken in and the file emptied
 
 
 class CheckTimeout(BaseException):
@@ -118,6 +120,65 @@ class Rebuild:
         self.spec = {"impl": impl, "constructor": constructor, "inputs": inputs, "assign": assign}
 
 
+class StderrTail:
+    """An executor process's stderr, which the process points at a file of the judge's as it starts: nothing
+    it writes (framework logs, the layer's prints and warnings) reaches the terminal. Bounded on both sides:
+    past STDERR_SPILL bytes the file's tail is taken into memory and the file emptied (the process appends,
+    so it writes on at the new end), and what is read is the last STDERR_TAIL bytes since ``clear``."""
+
+    def __init__(self):
+        self.fd: int | None = None
+        self.kept = b""
+
+    def open(self) -> str:
+        """A new file for a new process; the path it opens. What the previous process wrote is kept."""
+        import tempfile
+        self.close()
+        self.fd, path = tempfile.mkstemp(prefix="conformance-stderr-")
+        return path
+
+    def clear(self):
+        """A check begins: what was written before is not its."""
+        self.kept = b""
+        if self.fd is not None:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self.fd, 0)
+
+    def spill(self):
+        if self.fd is None:
+            return
+        with contextlib.suppress(OSError):
+            if os.fstat(self.fd).st_size > STDERR_SPILL:
+                self.kept = self._tail()
+                os.ftruncate(self.fd, 0)  # what the process writes between these two lines is lost
+
+    def _tail(self) -> bytes:
+        data = b""
+        if self.fd is not None:
+            with contextlib.suppress(OSError):
+                size = os.fstat(self.fd).st_size
+                data = os.pread(self.fd, STDERR_TAIL, max(0, size - STDERR_TAIL))
+        return (self.kept + data)[-STDERR_TAIL:]
+
+    def text(self) -> str:
+        return self._tail().decode(errors="replace")
+
+    def close(self):
+        """The process is gone: its tail stays readable, its file goes."""
+        if self.fd is not None:
+            self.kept = self._tail()
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+            self.fd = None
+
+
+def stderr_tail(executors) -> str:
+    """What the code under test wrote to stderr in a check, in its layer and fresh executors (the native and
+    reference executors run none of it): the last STDERR_TAIL bytes of their output, in order."""
+    text = "".join(ex.stderr.text() for ex in executors if ex.role in ("layer", "fresh"))
+    return text[-STDERR_TAIL:]
+
+
 class Executor:
     """One executor process: a framework's (``role`` "layer", "native", "fresh" or "zygote"), or numpy-only
     ("reference"). With ``zygote`` (a "zygote" executor: the framework imported, nothing else), the process
@@ -146,6 +207,7 @@ class Executor:
         self.starting = None  # a Future while the process starts in the background (start_soon)
         self.begin_pending = False  # the next request opens a check (saves a round trip per check)
         self.stacks = None  # our descriptor of the file the process dumps its stacks into (a timeout names the place)
+        self.stderr = StderrTail()  # the process's stderr, kept out of the terminal
         self._lock = threading.RLock()
 
     # -- life ----------------------------------------------------------------------------------
@@ -179,10 +241,11 @@ class Executor:
         import tempfile
         self._close_stacks()
         self.stacks, stack_file = tempfile.mkstemp(prefix="conformance-stack-")
+        stderr_file = self.stderr.open()
         token, self.zygote_token = self.zygote_token, None  # one zygote, from the first start only
         self.channel.send({"path": path, "cwd": os.getcwd(), "framework": self.framework, "role": self.role,
                            "memory_limit_gib": self.memory_limit_gib, "stack_file": stack_file,
-                           "zygote_token": token})
+                           "stderr_file": stderr_file, "zygote_token": token})
         self.started += 1
         self.handles.clear()
         try:
@@ -190,8 +253,9 @@ class Executor:
         finally:
             # the process opened it before its hello: the name goes now, so that nothing is left behind by a
             # kill or a crash on either side; both keep their descriptors
-            with contextlib.suppress(OSError):
-                os.unlink(stack_file)
+            for name in (stack_file, stderr_file):
+                with contextlib.suppress(OSError):
+                    os.unlink(name)
         self.hello = msg["hello"]
         self._limit_from_outside()
         forked = self.hello.get("zygote")
@@ -280,6 +344,7 @@ class Executor:
 
     def close(self):
         self._close_stacks()
+        self.stderr.close()
         if self.gateway is None:
             return
         try:
@@ -318,6 +383,7 @@ class Executor:
         msg = {"id": rid, "op": op, "args": wire.encode(args, self._handle_data)}
         if self.begin_pending:
             msg["begin"], self.begin_pending = True, False
+            self.stderr.clear()
         try:
             self.channel.send(msg)
         except (OSError, EOFError, ValueError) as exc:  # the channel closed under us
@@ -338,6 +404,7 @@ class Executor:
     def _receive(self, deadline: float | None, starting: bool = False):
         limit = self.memory_limit_gib
         while True:
+            self.stderr.spill()
             wait = POLL if deadline is None else max(0.0, min(POLL, deadline - time.monotonic()))
             try:
                 return self.channel.receive(timeout=wait)

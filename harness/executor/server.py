@@ -42,6 +42,24 @@ def _import_or_call(entries, missing_ok=False) -> None:
             obj()
 
 
+# The frameworks' own switches for their C++ logs below warning level (TensorFlow's, and XLA's in TensorFlow
+# and jaxlib alike: "I0000 ... cpu_feature_guard", oneDNN's and absl's start-up lines), read as they load; a
+# value the user set is kept
+QUIET_LOGS = {"TF_CPP_MIN_LOG_LEVEL": "1"}
+
+
+def _quiet(stderr_file: str | None) -> None:
+    """Before any framework loads: its logs below warning level off, and this process's stderr (file
+    descriptor 2, which C++ logs write to as well) into the judge's file, which the judge reads back bounded
+    per check (client.StderrTail). Nothing an executor writes floods the terminal."""
+    for name, value in QUIET_LOGS.items():
+        os.environ.setdefault(name, value)
+    if stderr_file:
+        fd = os.open(stderr_file, os.O_WRONLY | os.O_APPEND)
+        os.dup2(fd, 2)
+        os.close(fd)
+
+
 def _no_tqdm_monitor():
     """tqdm starts a monitor thread with its first progress bar, and the thread outlives the bar. Frameworks
     open (disabled) bars of their own (torch.compile and torch.export do), and the executor would take the
@@ -58,6 +76,7 @@ class Server:
     def __init__(self, channel, config: dict):
         self.channel = channel
         self.pid = os.getpid()
+        _quiet(config.get("stderr_file"))
         for path in reversed(config.get("path") or []):
             if path not in sys.path:
                 sys.path.insert(0, path)

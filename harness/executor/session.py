@@ -14,7 +14,7 @@ import tempfile
 import threading
 import time
 
-from .client import CheckTimeout, Executor, ExecutorLost, RemoteAdapter, RemoteError, RemoteModule
+from .client import CheckTimeout, Executor, ExecutorLost, RemoteAdapter, RemoteError, RemoteModule, stderr_tail
 
 LOAD_TIMEOUT = 120.0  # seconds to import a user module (a framework import can take most of it)
 
@@ -38,7 +38,8 @@ class Session:
         self.failed: dict = {}        # (framework, spec) -> why it cannot be loaded
         self.usage: dict = {}         # ((framework, spec), constructor) -> why the binding does not fit
         self.current: dict = {}       # framework -> spec of the target its executor holds
-        self.running: list[Executor] = []
+        self.running: list[Executor] = []  # the current check's executors (its fresh ones stay, closed, to its end)
+        self.stderr_tail = ""  # what the code under test wrote to stderr in the last check (bounded)
         self.zygotes: dict[str, Executor] = {}  # framework -> the process fresh executors are forked from
         self.needs_fresh = False      # the run's checks use fresh processes: zygotes start with the others
         self.compiled_in: dict = {}   # (framework, spec) -> the target's own compilation cache directory
@@ -189,6 +190,7 @@ class Session:
     def begin_check(self, framework: str, timeout: float | None):
         deadline = time.monotonic() + timeout if timeout else None
         self.running = [e for e in (self.layer.get(framework), self.native.get(framework), self.reference) if e]
+        self.stderr_tail = ""
         for ex in self.running:
             ex.deadline = deadline
         layer = self.layer.get(framework)
@@ -200,6 +202,7 @@ class Session:
     def end_check(self, framework: str) -> list[str]:
         notes = []
         layer = self.layer.get(framework)
+        self.stderr_tail = stderr_tail(e for e in self.running if not (e is layer and layer.begin_pending))
         try:
             if layer is not None and layer.begin_pending:
                 layer.begin_pending = False  # no request in this check: nothing of the layer ran
@@ -253,7 +256,7 @@ def fresh_adapter(framework: str, python: str | None = None, memory_limit_gib: f
         ex.start()
         ex.deadline = deadline
         if running is not None:
-            running.append(ex)  # end_check clears its deadline with the others
+            running.append(ex)  # end_check clears its deadline with the others, and reads its stderr
         if cache is not None and "compilation_cache" in ex.hello.get("implements", ()):
             try:
                 ex.request("call", method="compilation_cache", args=[cache])
@@ -261,9 +264,7 @@ def fresh_adapter(framework: str, python: str | None = None, memory_limit_gib: f
                 pass  # only a saving (a lost or late process is the check's to report, at its next request)
         yield RemoteAdapter(ex)
     finally:
-        if running is not None and ex in running:
-            running.remove(ex)
-        ex.close()
+        ex.close()  # its stderr stays readable for end_check
 
 
 class Probe:
