@@ -183,3 +183,7 @@ def test_a_keras_layer_without_get_config_passes_compiled_and_fails_only_export(
     rec = run_check(ctx, "export", timeout=300)
     assert rec["outcome"] == "failed", rec
     assert "Keras writes one automatically only when every argument is a plain value" in rec["message"], rec
+    # nor does a dtype of the contract's: the twin in float64 is made as the layer was, not from its config
+    ctx64 = context_for(c, impl, "tensorflow", session=sessions("tensorflow"), dtype="float64")
+    rec = run_check(ctx64, "values", timeout=300)
+    assert rec["outcome"] == "passed", rec

@@ -126,20 +126,38 @@ def test_strict_loading_runs_without_optional_state_and_records_both_refusals(fr
 THIRD_PARTY = ROOT / "tests" / "zoo" / "bindings.yaml"
 
 
+MXNET_PYTHON = ROOT / ".venv-mxnet" / "bin" / "python"
+
+
 def test_third_party_bindings_pass_every_check(tmp_path):
-    """Run as a user would: pytest --bindings, in a fresh process; every check passes or is n/a."""
+    """Run as a user would: pytest --bindings, in a fresh process; every check passes or is n/a. The bundled
+    rmsnorm reference of every framework runs beside them, and no exception may come from the harness's own code
+    while it judges these correct layers (a check fails only for what it checks): the executors write each one
+    they answer with to the file HARNESS_ERRORS_ENV names."""
     pytest.importorskip("transformers")
     pytest.importorskip("optax")
     import yaml
+    from harness.errors import HARNESS_ERRORS_ENV
     bindings = yaml.safe_load(THIRD_PARTY.read_text())
     missing = sorted({b["framework"] for b in bindings if not adapters.installed(b["framework"])})
     if missing:
         pytest.skip(f"frameworks not installed here: {missing}")
-    out = tmp_path / "zoo.json"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    with_mxnet = MXNET_PYTHON.exists()
+    # the bundled Keras layer builds from its input and takes no d: bound as a user binds it, it drops d
+    bindings += [{"contract": "rmsnorm", "impl": bundled_impl(fw, "rmsnorm"), "framework": fw,
+                  **({"arg_map": {"d": None}} if fw == "tensorflow" else {})}
+                 for fw in adapters.FRAMEWORKS if adapters.installed(fw) or (fw == "mxnet" and with_mxnet)]
+    every = tmp_path / "bindings.yaml"
+    every.write_text(yaml.safe_dump(bindings))
+    out, harness_errors = tmp_path / "zoo.json", tmp_path / "harness-errors.txt"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", HARNESS_ERRORS_ENV: str(harness_errors)}
     proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-p", "no:randomly",
-                           "--bindings", str(THIRD_PARTY), "--conformance-json", str(out)],
+                           "--bindings", str(every), "--conformance-json", str(out)]
+                          + (["--executor-python", f"mxnet={MXNET_PYTHON}"] if with_mxnet else []),
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    said = harness_errors.read_text() if harness_errors.exists() else ""
+    assert not said, f"the harness raised while judging correct layers:\n{said}"
+    assert out.exists(), proc.stdout[-4000:] + proc.stderr[-2000:]
     results = json.loads(out.read_text())["results"]
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     seen = {(r["impl"], r["framework"]) for r in results}
@@ -149,3 +167,23 @@ def test_third_party_bindings_pass_every_check(tmp_path):
     assert not bad, bad
     for impl, _ in seen:  # every binding really ran: it passed some check
         assert any(r["outcome"] == "passed" for r in results if r["impl"] == impl), impl
+
+
+def test_the_harness_error_instrument_names_harness_code_and_not_the_layer(tmp_path, monkeypatch):
+    """What the zoo run's instrument writes: an exception from inside the harness (here the attribute walker
+    handed no predicate), never one the code under test raised."""
+    from harness.adapters.walk import walk_attributes
+    from harness.errors import HARNESS_ERRORS_ENV, note_harness_error
+    said = tmp_path / "harness-errors.txt"
+    monkeypatch.setenv(HARNESS_ERRORS_ENV, str(said))
+    with pytest.raises(TypeError) as harness_raised:
+        walk_attributes(object(), None, None, None)
+    note_harness_error(harness_raised.value)
+
+    def layer():
+        raise ValueError("the layer's own mistake")
+    with pytest.raises(ValueError) as layer_raised:
+        layer()
+    note_harness_error(layer_raised.value)
+    lines = said.read_text().splitlines()
+    assert len(lines) == 1 and "walk.py" in lines[0] and "in visit)" in lines[0], lines

@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import os
+import weakref
 
 import numpy as np
 
@@ -102,7 +103,10 @@ class FrameworkAdapter(Adapter):
                 named |= {p.name for p in inspect.signature(f).parameters.values()
                           if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
             kwargs = {k: v for k, v in kwargs.items() if k in named}
-        return super().construct(factory, kwargs)
+        layer = super().construct(factory, kwargs)
+        if isinstance(layer, keras.layers.Layer):
+            _MADE[layer] = (factory, kwargs)  # to_dtype makes its twin the same way: no get_config needed
+        return layer
 
     # -- state ---------------------------------------------------------------------------
     def _named(self, layer) -> dict:
@@ -291,8 +295,10 @@ class FrameworkAdapter(Adapter):
             return layer
         if getattr(layer.dtype_policy, "name", None) == dtype:  # made in it (a container nest() built)
             return layer
+        made = _MADE.get(layer)  # as the harness made it, under the dtype policy below
         auto = getattr(getattr(layer, "_auto_config", None), "config", None)  # the constructor's arguments
-        makers = [lambda: type(layer)(**{**auto, **({"dtype": dtype} if "dtype" in auto else {})})] \
+        makers = [lambda: super(FrameworkAdapter, self).construct(*made)] if made is not None else []
+        makers += [lambda: type(layer)(**{**auto, **({"dtype": dtype} if "dtype" in auto else {})})] \
             if auto is not None else []
         makers.append(lambda: type(layer).from_config({**layer.get_config(), "dtype": dtype}))
         previous = keras.config.dtype_policy()
@@ -459,6 +465,10 @@ def _traced_by_the_harness(fn, jit_compile):
     function = tf.function(fn, jit_compile=jit_compile)
     function._omit_frequent_tracing_warning = True
     return function
+
+
+# each layer the harness constructed -> (factory, arguments): a twin in another dtype is made the same way
+_MADE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 class _Compiled:
