@@ -194,6 +194,7 @@ class ConformanceRun:
             self.pythons = targets_mod.parse_pythons(option(config, "executor_python", "conformance_executor_python"),
                                                      str(config.rootpath))
             arg_map = targets_mod.parse_arg_map(option(config, "arg_map", "conformance_arg_map"))
+            self.compile_backend = option(config, "compile_backend", "conformance_compile_backend") or None
             self.targets = targets_mod.plan(contracts, impl, bindings, frameworks, state_map, arg_map=arg_map,
                                             changed_since=config.getoption("changed_since"), pythons=self.pythons)
         except targets_mod.UsageError as exc:
@@ -306,10 +307,15 @@ class ConformanceRun:
             contract = self.contracts[key]
             file_id = _file_nodeid(self.config, Path(key), self.contract_dirs)
             for t, name, device, dtype, _ in self.target_nodes(key, contract):
-                out += [target_record(t, contract, device, dtype, check, outcome="skipped", message=reason,
+                out += [target_record(self, t, contract, device, dtype, check, outcome="skipped", message=reason,
                                       nodeid=f"{file_id}::{name}::{check}", not_applicable=True)
                         for check, reason in self.checks_of(t, contract, dtype) if reason]
         return out
+
+    def rerun_options(self, framework: str) -> dict:
+        """The options beyond its binding's a record of ``framework`` ran with, for its reproduction command."""
+        return {k: v for k, v in (("compile_backend", self.compile_backend),
+                                  ("executor_python", self.pythons.get(framework))) if v}
 
     def frameworks(self) -> dict:
         from .frameworks import versions
@@ -457,15 +463,15 @@ class TargetNode(pytest.Collector):
         return context_for(self.contract, self.target.impl, self.target.framework, device=self.device,
                            seed=run.seed, state_map=self.target.state_map, arg_map=self.target.arg_map,
                            impl_name=self.target.impl, dtype=self.dtype,
-                           session=session or run.session).with_options(
-            compile_backend=option(self.config, "compile_backend", "conformance_compile_backend") or None)
+                           session=session or run.session).with_options(compile_backend=run.compile_backend)
 
 
-def target_record(target, contract, device, dtype, check, **fields) -> Record:
-    """The record of ``check`` on one target node (``dtype`` None: the cases' own)."""
+def target_record(run, target, contract, device, dtype, check, **fields) -> Record:
+    """The record of ``check`` on one target node of ``run`` (``dtype`` None: the cases' own)."""
     return Record(contract=contract.name, impl=target.impl or "(not applicable)", framework=target.framework,
                   device=device, check=check, dtype=dtype or "",
-                  options=target.options(dtype or contract.default_dtype), **fields)
+                  options={**target.options(dtype or contract.default_dtype), **run.rerun_options(target.framework)},
+                  **fields)
 
 
 class ConformanceItem(pytest.Item):
@@ -476,8 +482,8 @@ class ConformanceItem(pytest.Item):
 
     def _record(self, outcome, message="", **verdict):
         node = self.parent
-        self.record = target_record(node.target, node.contract, node.device, node.dtype, self.check, outcome=outcome,
-                                    message=message, nodeid=self.nodeid,
+        self.record = target_record(self.config.stash[_RUN_KEY], node.target, node.contract, node.device, node.dtype,
+                                    self.check, outcome=outcome, message=message, nodeid=self.nodeid,
                                     duration=round(time.perf_counter() - self._started, 6), **verdict)
 
     def runtest(self):
@@ -518,7 +524,11 @@ class ConformanceItem(pytest.Item):
 
     def repr_failure(self, excinfo, style=None):
         msg = getattr(excinfo.value, "message", None) or str(excinfo.value)
-        return f"{self.parent.name}::{self.check} failed: {msg}"
+        said = f"{self.parent.name}::{self.check} failed: {msg}"
+        if self.record is None:
+            return said
+        from .reproduce import repro_command
+        return f"{said}\nreproduce: {repro_command(self.record, self.config.stash[_RUN_KEY].seed)}"
 
     def reportinfo(self):
         return self.path, None, f"{self.parent.name}::{self.check}"
@@ -641,12 +651,20 @@ def _record_from_nodeid(run, nodeid: str, outcome: str, message: str, **extra) -
         return None
     contract, label, framework, device, check, dtype = (ids[k] for k in ("contract", "impl", "framework", "device",
                                                                          "check", "dtype"))
-    names = {str(Path(p).resolve()): c.name for p, c in getattr(run, "contracts", {}).items()}
-    impl = next((t.impl for t in run.targets if t.framework == framework
-                 and names.get(str(Path(t.contract_path).resolve()), Path(t.contract_path).stem) == contract
-                 and (not label or label in (t.impl_label, t.impl.replace(":", ".")))), label or "?")
-    return Record(contract=contract, impl=impl, framework=framework, device=device, check=check, dtype=dtype,
-                  outcome=outcome, nodeid=nodeid, message=message, **extra)
+    contracts = {str(Path(p).resolve()): c for p, c in getattr(run, "contracts", {}).items()}
+
+    def contract_of(t):
+        return contracts.get(str(Path(t.contract_path).resolve()))
+
+    target = next((t for t in run.targets if t.framework == framework
+                   and getattr(contract_of(t), "name", Path(t.contract_path).stem) == contract
+                   and (not label or label in (t.impl_label, t.impl.replace(":", ".")))), None)
+    if target is not None and contract_of(target) is not None:
+        # as its item would have recorded it, options included (its reproduction command repeats them)
+        return target_record(run, target, contract_of(target), device, dtype, check,
+                             outcome=outcome, nodeid=nodeid, message=message, **extra)
+    return Record(contract=contract, impl=target.impl if target else label or "?", framework=framework,
+                  device=device, check=check, dtype=dtype, outcome=outcome, nodeid=nodeid, message=message, **extra)
 
 
 def _file_nodeid(config, path: Path, initial_paths) -> str:

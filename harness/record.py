@@ -39,7 +39,8 @@ class Record:
     unavailable: bool = False        # skipped because the device is not present here
     usage_error: bool = False        # the binding does not fit its layer (the run exits 4)
     not_run: bool = False            # planned, never reported (an interrupted run)
-    options: dict | None = None      # what it ran with beyond its key (arg_map, state_map, dtype): to rerun it
+    options: dict | None = None      # what it ran with beyond its key (arg_map, state_map, dtype, compile_backend,
+                                     # executor_python): harness.reproduce's command repeats it
     duration: float | None = None    # seconds of wall time, loading the layer included
     expected: bool = False           # a failure an expectations entry covers (harness.gate)
     unexpectedly_passed: bool = False

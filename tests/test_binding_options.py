@@ -34,6 +34,19 @@ TORCH_LAYER = textwrap.dedent("""\
             super().__init__(dim, eps=1e-6)
 """)
 
+# broken twice over: its gain starts at two (parameters fails), and it halves its output in bfloat16 alone
+BROKEN_LAYER = TORCH_LAYER + textwrap.dedent("""\
+
+    class Broken(RMSNorm):
+        def __init__(self, dim, eps=1e-6):
+            super().__init__(dim, eps)
+            nn.init.constant_(self.weight, 2.0)
+
+        def forward(self, x):
+            y = super().forward(x)
+            return y * 0.5 if x.dtype == torch.bfloat16 else y
+""")
+
 KERAS_LAYER = textwrap.dedent("""\
     import keras
     from keras import ops
@@ -58,6 +71,15 @@ def run(cwd, *args, layer=TORCH_LAYER):
                            f"--conformance-json={out}", *args], cwd=cwd, capture_output=True, text=True, timeout=600)
     records = json.loads(out.read_text())["results"] if out.exists() else []
     return proc, records
+
+
+def html_data(path):
+    html = path.read_text()
+    return json.loads(re.search(r'<script type="application/json" id="conformance-data">(.*?)</script>', html,
+                                re.S).group(1))
+
+
+ROW = ("contract", "impl", "framework", "device", "check", "dtype", "outcome")
 
 
 def test_export_builds_the_layer_in_the_fresh_process_under_the_mapped_arguments(tmp_path):
@@ -109,10 +131,7 @@ def test_each_reproduction_command_reruns_exactly_its_row(tmp_path):
                         "--state-map", "gain=weight", "--check", "values", "--check", "parameters",
                         "--dtype", "bfloat16", "--conformance-html", "report.html")
     assert proc.returncode == 0, proc.stdout[-3000:]
-    html = (tmp_path / "report.html").read_text()
-    data = json.loads(re.search(r'<script type="application/json" id="conformance-data">(.*?)</script>', html,
-                                re.S).group(1))
-    rows = {(c["check"], c["dtype"]): c["repro"] for c in data["checks"]}
+    rows = {(c["check"], c["dtype"]): c["repro"] for c in html_data(tmp_path / "report.html")["checks"]}
     assert set(rows) == {("values", ""), ("parameters", ""), ("values", "bfloat16")}
     ran = {(r["check"], r.get("dtype", "")): r for r in records}   # "" (the cases' own) is left out
     for row, command in rows.items():
@@ -120,5 +139,32 @@ def test_each_reproduction_command_reruns_exactly_its_row(tmp_path):
         assert args[0] == "pytest" and "--arg-map" in args and "--state-map" in args, command
         again, produced = run(tmp_path, *args[1:])
         assert again.returncode == 0, (command, again.stdout[-3000:])
-        keep = ("contract", "impl", "framework", "device", "check", "dtype", "outcome")
-        assert [{k: r.get(k, "") for k in keep} for r in produced] == [{k: ran[row].get(k, "") for k in keep}], command
+        assert [{k: r.get(k, "") for k in ROW} for r in produced] == [{k: ran[row].get(k, "") for k in ROW}], command
+
+
+def test_each_failure_in_the_terminal_ends_with_the_command_that_reruns_exactly_its_row(tmp_path):
+    # the run's options that change a verdict ride along: a seed not the default, the compile backend, the
+    # framework's executor Python
+    options = ["--seed", "3", "--compile-backend", "aot_eager", "--executor-python", f"torch={sys.executable}"]
+    proc, records = run(tmp_path, "--contract", "rmsnorm", "--impl", "mylayer:Broken", "--arg-map", "d=dim",
+                        "--state-map", "gain=weight", "--check", "values", "--check", "parameters",
+                        "--dtype", "bfloat16", *options, "--conformance-html", "report.html", layer=BROKEN_LAYER)
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    failed = {(r["check"], r.get("dtype", "")): r for r in records if r["outcome"] == "failed"}
+    assert set(failed) == {("parameters", ""), ("values", "bfloat16")}, records
+    commands = re.findall(r"^reproduce: (.*)$", proc.stdout, re.M)
+    assert len(commands) == len(failed), proc.stdout[-3000:]   # one per failure, none for what passed
+    # the HTML report says the same command for each row (one builder)
+    html = {(c["check"], c["dtype"]): c["repro"] for c in html_data(tmp_path / "report.html")["checks"]}
+    assert sorted(commands) == sorted(html[row] for row in failed)
+    for command in commands:
+        args = shlex.split(command)
+        assert args[0] == "pytest" and all(o in args for o in options), command
+        again, produced = run(tmp_path, *args[1:], layer=BROKEN_LAYER)
+        assert again.returncode == 1, (command, again.stdout[-3000:])
+        assert len(produced) == 1, (command, produced)   # exactly that row
+        (rec,) = produced
+        assert {k: rec.get(k, "") for k in ROW} == {k: failed[rec["check"], rec.get("dtype", "")].get(k, "")
+                                                     for k in ROW}, command
+        assert rec["message"] == failed[rec["check"], rec.get("dtype", "")]["message"], command
+        assert again.stdout.count("reproduce: ") == 1 and f"reproduce: {command}" in again.stdout, command

@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 import math
 import re
-import shlex
 from pathlib import Path
 
 from ..record import KEY, STATUSES as STATUS_ORDER, Record, as_records
+from ..reproduce import repro_command   # the reproduction command's owner (the terminal says it too)
 
 # a cell's verdict: a symbol and a word, so it reads without colour
 LOOK = {"passed": ["\u2713", "pass"], "failed": ["\u2717", "FAIL"], "error": ["!", "ERROR"],
@@ -55,39 +55,6 @@ def row_label(r: Record) -> str:
     impl = str(r.impl)
     # a bundled target that is not applicable in a framework has no implementation at all
     return "reference" if _BUNDLED_IMPL.match(impl) or impl == "(not applicable)" else impl
-
-
-def _contract_arg(r: Record, bundled) -> str:
-    """A bundled contract by name, a user's contract by the path its node id starts with."""
-    path = str(r.nodeid).split("::")[0]
-    if r.contract in bundled or not path.endswith((".yaml", ".yml")):
-        return r.contract
-    return path
-
-
-def repro_command(r, seed=None, bundled=None) -> str:
-    """The pytest command that re-runs just this check (``r``: a Record or its JSON form)."""
-    r = Record.coerce(r)
-    if bundled is None:
-        from ..contract import bundled_contracts
-        bundled = set(bundled_contracts())
-    args = ["pytest", "--contract", _contract_arg(r, bundled)]
-    if r.impl and not str(r.impl).startswith("("):
-        args += ["--impl", r.impl]
-    args += ["--framework", r.framework]
-    if r.device and r.device != "cpu":
-        args += ["--device", r.device]
-    options = r.options or {}
-    for flag, key in (("--arg-map", "arg_map"), ("--state-map", "state_map")):
-        args += [a for k, v in (options.get(key) or {}).items() for a in (flag, f"{k}={v or ''}")]
-    args += ["--check", r.check]
-    if options.get("dtype") or r.dtype:   # the row's dtype alone (the cases' own always runs)
-        args += ["--dtype", options.get("dtype") or r.dtype]
-    if r.dtype:   # not the cases' own dtype's row of the same check: by its test id (pytest -k)
-        args += ["-k", r.target]
-    if seed not in (None, 0):
-        args += ["--seed", str(seed)]
-    return " ".join(shlex.quote(str(a)) for a in args)
 
 
 def _finite(obj):
