@@ -1114,7 +1114,7 @@ def load_contract(path, max_input_elements: int | None = None) -> Contract:
         raise ContractError(path, problems)
     contract = Contract(data=data, path=str(path), lines=lines)
     from .reference_check import reference_problems  # the reference checked against itself
-    problems = reference_problems(contract, raw)
+    problems = [(contract.line(*at), _field_name(at), _short(message)) for at, message in reference_problems(contract, raw)]
     if problems:
         raise ContractError(path, problems)
     return contract

@@ -64,8 +64,8 @@ class _SelfCheck:
         self.kw: dict = {}
 
     def bad(self, at, message):
-        from .contract import _field_name, _short
-        self.problems.append((self.contract.line(*at), _field_name(at), _short(message)))
+        # (field path, message): the loader (harness.contract) turns them into file:line:field problems
+        self.problems.append((at, message))
 
     def call(self, fn, what, *args, **kw):
         """``fn(*args, **kw)`` in the reference executor; ``what`` names it (forward, vjp, the hvp's name...)."""
