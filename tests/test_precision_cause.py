@@ -63,3 +63,14 @@ def test_the_bundled_layer_passes_where_the_mutants_fail(sessions, framework, dt
     for check in ("values", "gradients"):
         got = _run(sessions, framework, impl, dtype, check)
         assert got["outcome"] == "passed", got
+
+
+def test_a_layer_that_changes_its_output_in_a_dtype_is_not_told_it_computes_in_that_arithmetic(sessions):
+    """The near miss of computes_narrow: the same layer in float32 is right, but its float16 output is scaled,
+    not rounded (the median element is 2^10 ulps away): the cause is not the arithmetic."""
+    got = _run(sessions, "torch", "tests.mutants.torch_precision:RMSNormHalvedInFloat16", "float16", "values")
+    assert got["outcome"] == "failed", got
+    measured = got["details"]["precision"]
+    assert measured["cause"] == "precision_unexplained", measured
+    assert measured["wider_within_tolerance"] is True and measured["typical_ulps_from_wider"] > 100, measured
+    assert NARROW.format(dtype="float16") not in got["message"], got["message"]

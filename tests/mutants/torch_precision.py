@@ -42,3 +42,18 @@ MUTANTS += [
     Mutant("torch", "rmsnorm", f"{M}:RMSNormEpsFor64", "values", "so float64 rounding alone does not explain it",
            dtype="float64", blocked=("native", "gradients", "properties")),
 ]
+
+
+class RMSNormHalvedInFloat16(_RMSNorm):
+    """Right in float32, but scaled by half in float16: the wider run is right, yet no rounding makes the typical
+    element move by 2^10 ulps, so no precision cause may be claimed (a near miss of computes_narrow)."""
+    def forward(self, X):
+        out = super().forward(X)
+        return out * 0.5 if X.dtype == torch.float16 else out
+
+
+MUTANTS += [
+    Mutant("torch", "rmsnorm", f"{M}:RMSNormHalvedInFloat16", "values",
+           "so float16 rounding alone does not explain it", dtype="float16",
+           blocked=("native", "gradients", "properties")),
+]
