@@ -2,8 +2,9 @@
 the package and what to do, never a layer failure, a blocked verdict or a hint that blames the layer. Run the
 user's way: the public command line, from the user's own directory.
 
-The package is made absent the way it is absent in a venv without it: a directory early on PYTHONPATH whose
-module raises what Python raises for a package that is not installed.
+The package is made absent the way it is absent in a venv without it: the import system itself refuses it (a
+sitecustomize on PYTHONPATH sets its sys.modules entry to None, in the judge and in every executor), so the
+ModuleNotFoundError carries the package's name and no frame of a stand-in: the deepest frame is the importer's.
 """
 import json
 import os
@@ -29,14 +30,16 @@ class RMSNorm(nnx.Module):
         return self.gain[...] * (x32 / jnp.sqrt((x32 ** 2).mean(-1, keepdims=True) + self.eps)).astype(x.dtype)
 '''
 
-ABSENT = '''raise ModuleNotFoundError("No module named {name!r}", name={name!r})
+ABSENT = '''import sys
+
+sys.modules[{name!r}] = None  # `import {name}` raises ModuleNotFoundError(name={name!r}) from the import system
 '''
 
 
 def _absent(tmp_path: Path, name: str) -> Path:
     folder = tmp_path / "absent"
-    (folder / name).mkdir(parents=True)
-    (folder / name / "__init__.py").write_text(ABSENT.format(name=name))
+    folder.mkdir()
+    (folder / "sitecustomize.py").write_text(ABSENT.format(name=name))
     return folder
 
 
@@ -77,4 +80,5 @@ def test_a_layer_importing_what_is_not_installed_is_the_layers_failure(tmp_path)
     assert proc.returncode != 4 and "usage error" not in out, out
     (record,) = [r for r in json.loads((project / "out.json").read_text())["results"] if r["check"] == "values"]
     assert record["outcome"] in ("failed", "blocked") and not record.get("usage_error"), record
-    assert "No module named 'flatbuffers' (at " in json.dumps(record) and "mylayer.py" in json.dumps(record), record
+    assert "ModuleNotFoundError: import of flatbuffers halted" in json.dumps(record), record
+    assert "mylayer.py" in json.dumps(record), record  # where the layer imported it
