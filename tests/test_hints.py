@@ -204,17 +204,6 @@ def test_hint_on_mutant_and_not_on_near_miss(session, case):
     assert text.strip() not in other["message"], other["message"]
 
 
-def test_readme_failure_example_is_what_the_harness_prints(session):
-    """The README's one-mistake example: its failure text is the parameters check's message, word for word."""
-    readme = (ROOT / "README.md").read_text()
-    block = readme.rsplit("::parameters failed: ", 1)[1].split("\nSKIPPED", 1)[0]
-    said = " ".join(line.strip() for line in block.splitlines())
-    got = _message(session, "torch", "rmsnorm", "parameters", f"{T}:GainPlainTensor")
-    assert got["outcome"] == "failed" and got["message"] == said, (got["message"], said)
-    blocked = _message(session, "torch", "rmsnorm", "gradients", f"{T}:GainPlainTensor")
-    assert f"SKIPPED ...::gradients: {blocked['message']}" in readme, blocked
-
-
 def test_a_wrong_initial_value_shows_the_expected_values(session):
     """Not the init rule's name alone ('ones', 'reference'): the values the slot should start at."""
     got = _message(session, "torch", "rmsnorm", "parameters", f"{NT}:GainStartsAtZero")
