@@ -255,7 +255,7 @@ HINTS: dict[str, Hint] = {h.id: h for h in (
     Hint("accumulated_16bit", _NUMERIC,
          "computes_narrow applies, the contract declares accumulate, and on every failing case the "
          "outputs are at least 4x closer to the reference with its statistics summed one term at a time in "
-         "that dtype than to the true reference (rmsnorm, rmsnorm_bias)",
+         "that dtype than to the true reference (the reference module's accumulated_in)",
          text="The outputs match the reference with its statistics summed in {dtype}: the statistics were "
               "accumulated in {dtype} (the contract requires {accumulate} accumulation: upcast before the "
               "reduction)."),
@@ -380,17 +380,6 @@ def recognize(ctx, state, outputs) -> str:
 
 # --- accumulation precision (``accumulate``), recognized by the same outputs ------------------------
 
-def _rms_accumulated_in(X, dtype, *, gain, eps, bias=None, **_):
-    """RMSNorm with mean(x^2) summed one term at a time in ``dtype`` (a running sum, as a hand-written
-    kernel keeps it); the rest in float64."""
-    x = np.asarray(X).astype(dtype)
-    total = np.add.accumulate(x * x, axis=-1, dtype=dtype)[..., -1:]
-    ms = (total / dtype.type(x.shape[-1])).astype(np.float64)
-    X = np.asarray(X, dtype=np.float64)
-    return _bias(X / np.sqrt(ms + eps) * gain, bias)
-
-
-LOW_ACCUMULATION = {"rmsnorm": _rms_accumulated_in, "rmsnorm_bias": _rms_accumulated_in}
 CLOSER = 4.0  # how much closer to the 16-bit-accumulated reference than to the true one
 
 
@@ -407,13 +396,16 @@ def accumulated_low(ctx, state, outputs) -> str:
     """Where the contract declares ``accumulate`` and a 16-bit output fails: the hint that its statistics
     were accumulated in the 16-bit dtype, if every failing case's output is ``CLOSER`` times closer to the
     reference with the statistics summed in that dtype than to the true one; else ''."""
-    from ..dtypes import HALF, np_dtype
+    from ..dtypes import HALF
+    from ..executor.session import reference_names
     need = ctx.contract.accumulate
-    variant = LOW_ACCUMULATION.get(ctx.contract.reference_module.rpartition(".")[2])
-    if not need or variant is None or not outputs:
+    # the reference module's own ``accumulated_in`` (docs/contracts.md, ``accumulate``): the reference with its
+    # statistics summed in a given dtype
+    if not need or not outputs or "accumulated_in" not in reference_names(ctx.contract.reference_module)[0]:
         return ""
     kw = {**ctx.contract.constructor, **state}
-    _, forward, _ = ctx.contract.reference()
+    module, forward, _ = ctx.contract.reference()
+    variant = module.accumulated_in
     failing = 0
     for inputs, got in outputs:
         dtype = str(got.dtype)
@@ -428,7 +420,7 @@ def accumulated_low(ctx, state, outputs) -> str:
             continue
         failing += 1
         with np.errstate(all="ignore"):
-            low = variant(*inputs, np_dtype(dtype), **kw)
+            low = np.asarray(variant(*inputs, dtype=dtype, **kw), dtype=np.float64)
         if not CLOSER * _distance(got, low) <= _distance(got, want):
             return ""
     return hint("accumulated_16bit", dtype=dtype, accumulate=need) if failing else ""

@@ -15,3 +15,18 @@ def vjp(g, X, *, gain, eps, **_):
     dX = gg * r - X * r ** 3 * (gg * X).sum(-1, keepdims=True) / d
     dgain = (g * X * r).reshape(-1, d).sum(0)
     return {"X": dX, "gain": dgain}
+
+
+def accumulated_in(X, *, dtype, gain, eps, **_):
+    """This reference with mean(x^2) summed one term at a time in ``dtype`` (a running sum, as a hand-written
+    kernel keeps it), the rest in float64: what a layer that accumulates its statistic in a 16-bit dtype gives.
+    A contract that declares ``accumulate`` names that mistake where a layer's outputs match this."""
+    if dtype == "bfloat16":
+        import ml_dtypes
+        dtype = ml_dtypes.bfloat16
+    dtype = np.dtype(dtype)
+    x = np.asarray(X).astype(dtype)
+    total = np.add.accumulate(x * x, axis=-1, dtype=dtype)[..., -1:]
+    ms = (total / dtype.type(x.shape[-1])).astype(np.float64)
+    X64 = np.asarray(X, dtype=np.float64)
+    return X64 / np.sqrt(ms + eps) * gain
