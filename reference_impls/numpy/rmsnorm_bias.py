@@ -21,16 +21,7 @@ def vjp(g, X, *, gain, eps, bias=None, **_):
 
 
 def accumulated_in(X, *, dtype, gain, eps, bias=None, **_):
-    """This reference with mean(x^2) summed one term at a time in ``dtype`` (a running sum, as a hand-written
-    kernel keeps it), the rest in float64: what a layer that accumulates its statistic in a 16-bit dtype gives.
-    A contract that declares ``accumulate`` names that mistake where a layer's outputs match this."""
-    if dtype == "bfloat16":
-        import ml_dtypes
-        dtype = ml_dtypes.bfloat16
-    dtype = np.dtype(dtype)
-    x = np.asarray(X).astype(dtype)
-    total = np.add.accumulate(x * x, axis=-1, dtype=dtype)[..., -1:]
-    ms = (total / dtype.type(x.shape[-1])).astype(np.float64)
-    X64 = np.asarray(X, dtype=np.float64)
-    y = X64 / np.sqrt(ms + eps) * gain
+    """This reference with mean(x^2) summed in ``dtype`` (rmsnorm's ``accumulated_in``), then the bias."""
+    from .rmsnorm import accumulated_in as scaled
+    y = scaled(X, dtype=dtype, gain=gain, eps=eps)
     return y if bias is None or isinstance(bias, bool) else y + bias
