@@ -19,7 +19,7 @@ from .frameworks import FRAMEWORKS
 SUPPLIED = frozenset({"rngs"})
 # top-level modules of the frameworks: their classes pass **kwargs on to their bases, which validate them
 # (torch's Module takes none, Keras's Layer only its own few): their named parameters are all they take
-_FRAMEWORK_MODULES = frozenset(m for f in FRAMEWORKS.values() for m in (f.module, *f.watched)) | {"jax"}
+_FRAMEWORK_MODULES = frozenset(m for f in FRAMEWORKS.values() for m in (f.module, *f.watched)) | set(FRAMEWORKS)
 
 
 def mapped(constructor: dict, arg_map: dict) -> dict:

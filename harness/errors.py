@@ -104,7 +104,7 @@ def missing_dependency(exc: BaseException) -> str | None:
 
 
 def _installed_package(filename: str) -> str:
-    """The top-level package an installed file belongs to (site-packages/jax/_src/x.py: 'jax')."""
+    """The top-level package an installed file belongs to (site-packages/pkg/_src/x.py: 'pkg')."""
     path = os.path.abspath(filename)
     if path.startswith(_HARNESS + os.sep):
         return "layer-conformance"

@@ -303,9 +303,11 @@ def test_push_to_main_runs_three_shards_and_one_merge(ci):
     assert all(r["ok"] for r in jobs["shards"] + jobs["merge"]), _show(jobs["shards"] + jobs["merge"])
     shards = [json.loads((actions.artifacts / f"conformance-shard-{k}" / f"results-{k}.json").read_text())["results"]
               for k in (1, 2, 3)]
-    assert all(shards) and sum(map(len, shards)) == len({r["nodeid"] for s in shards for r in s})
+    # a check the contract never asks for is no item: every shard's file holds its n/a record (no duration)
+    ran = [[r for r in s if r.get("duration") is not None] for s in shards]
+    assert all(ran) and sum(map(len, ran)) == len({r["nodeid"] for s in ran for r in s})
     merged = json.loads((actions.artifacts / "conformance-results" / "results.json").read_text())["results"]
-    assert sorted(r["nodeid"] for r in merged) == sorted(r["nodeid"] for s in shards for r in s)
+    assert sorted(r["nodeid"] for r in merged) == sorted({r["nodeid"] for s in shards for r in s})
     assert {r["impl"] for r in merged} == {"layers.activations:Log1pExp", "layers.plain:log1pexp"}
     assert all(r["nodeid"].startswith("conformance/log1pexp.yaml::log1pexp[") for r in merged), "ids in repo terms"
     assert not [r for r in merged if r["outcome"] in ("failed", "error")]

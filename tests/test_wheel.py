@@ -113,7 +113,9 @@ def _run(cmd, **kw):
 def _clean_env():
     # nothing from this checkout or its environment may leak into the fresh venv's runs
     env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTEST_ADDOPTS", "PYTEST_PLUGINS")
+           # (CI, BUILD_NUMBER: pytest prints its short summary uncut there, unlike a user's terminal)
+           if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTEST_ADDOPTS", "PYTEST_PLUGINS", "CI",
+                        "BUILD_NUMBER")
            and not k.startswith(("PYTEST_XDIST", "CONFORMANCE_"))}
     return env
 

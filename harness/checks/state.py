@@ -105,7 +105,8 @@ def check_parameters(ctx):
     if problems:
         raise CheckFailed(problems.text())
     if theirs:
-        raise CheckBlocked("buffers", "; ".join(theirs))
+        raise CheckBlocked("buffers", "; ".join(theirs),
+                           f"the trainable set holds {', '.join(theirs)} (a non-trainable slot of the contract)")
 
 
 def check_buffers(ctx):
