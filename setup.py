@@ -1,10 +1,15 @@
-"""Packaging beyond what pyproject.toml can say: the bundled contracts stay in the repository's
-top-level ``specs/`` and are shipped inside the package as ``harness/specs`` (read through
-``importlib.resources``; see ``harness.contract``)."""
+"""Packaging beyond what pyproject.toml can say. The repository keeps its folders (``harness/``,
+``reference_impls/``, ``specs/``); installed, they are one package, ``layer_conformance``, so that no folder of a
+user's project (a ``harness/`` of their own, say) can shadow the judge's modules. The bundled contracts are read
+through ``importlib.resources`` as ``layer_conformance/specs`` (see ``layer_conformance.contract``)."""
 from setuptools import find_packages, setup
 
-setup(
-    packages=find_packages(include=["harness", "harness.*", "reference_impls", "reference_impls.*"])
-    + ["harness.specs"],
-    package_dir={"harness.specs": "specs"},
-)
+FOLDERS = {"layer_conformance": "harness", "layer_conformance.reference_impls": "reference_impls"}
+
+packages, package_dir = [], {"layer_conformance.specs": "specs"}
+for package, folder in FOLDERS.items():
+    package_dir[package] = folder
+    packages += [package] + [f"{package}.{sub}" for sub in find_packages(folder)]
+# find_packages(harness) also finds nothing of reference_impls (a sibling folder), so the two lists do not overlap
+
+setup(packages=packages + ["layer_conformance.specs"], package_dir=package_dir)

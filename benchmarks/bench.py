@@ -19,7 +19,7 @@ It prints:
   collection  ``pytest --collect-only -q`` over a synthetic matrix of 10,000 checks (generated contracts
               and a --bindings file in a temporary directory), wall time of the whole command and the
               time pytest itself reports, against the same command with one target (startup);
-  gradients   harness.runner.run_check(ctx, "gradients") as the input grows from 8 to 8,192 elements;
+  gradients   layer_conformance.runner.run_check(ctx, "gradients") as the input grows from 8 to 8,192 elements;
   boundary    the per-check cost of the process boundary: every check of one bundled contract run in
               this process (the layer imported here) and through executors (the layer in another
               process), side by side, warm, best of 3.
@@ -47,7 +47,7 @@ TARGETS = {"overhead": 1.2, "speedup": 1.7, "collection_s": 2.0}
 
 
 def _installed_frameworks() -> list[str]:
-    from harness import adapters
+    from layer_conformance import adapters
     return [fw for fw in adapters.FRAMEWORKS if adapters.installed(fw)]
 
 
@@ -134,10 +134,10 @@ def floor_in_this_process(frameworks: list[str]) -> dict:
     import numpy as np
     import yaml
 
-    from harness import adapters, inputs
-    from harness.checks.base import construct
-    from harness.contract import Contract, bundled_contracts
-    from harness.targets import bundled_impl, resolve_impl
+    from layer_conformance import adapters, inputs
+    from layer_conformance.checks.base import construct
+    from layer_conformance.contract import Contract, bundled_contracts
+    from layer_conformance.targets import bundled_impl, resolve_impl
 
     report = {"import_s": {}, "compute_s": {}, "layers": {}, "failed": []}
     specs = {name: yaml.safe_load(path.read_text()) for name, path in bundled_contracts().items()}
@@ -189,13 +189,13 @@ def floor(frameworks: list[str]) -> dict:
 
 def _synthetic(tmp: Path, n_checks: int, impls_per_contract: int, framework: str) -> tuple[Path, int]:
     """Contracts (copies of rmsnorm under new names) and a --bindings file worth ``n_checks`` items."""
-    from harness.checks import CHECKS
-    from harness.contract import bundled_contracts
+    from layer_conformance.checks import CHECKS
+    from layer_conformance.contract import bundled_contracts
     targets = math.ceil(n_checks / len(CHECKS))
     n_contracts = math.ceil(targets / impls_per_contract)
     base = bundled_contracts()["rmsnorm"].read_text()
     impl_module = tmp / "bench_impls.py"
-    impl_module.write_text(f"from reference_impls.{framework}.rmsnorm import IMPL\n"
+    impl_module.write_text(f"from layer_conformance.reference_impls.{framework}.rmsnorm import IMPL\n"
                            + "".join(f"IMPL_{i} = IMPL\n" for i in range(impls_per_contract)))
     entries = []
     for c in range(n_contracts):
@@ -236,9 +236,9 @@ def collection(n_checks: int, framework: str) -> list[dict]:
 # --- gradient check scaling -----------------------------------------------------------------
 
 def gradient_scaling(framework: str, sizes=(8, 64, 512, 4096, 8192), repeats=3) -> list[dict]:
-    from harness.contract import bundled_contracts, load_contract
-    from harness.runner import context_for, run_check
-    from harness.targets import bundled_impl, resolve_impl
+    from layer_conformance.contract import bundled_contracts, load_contract
+    from layer_conformance.runner import context_for, run_check
+    from layer_conformance.targets import bundled_impl, resolve_impl
     base = bundled_contracts()["rmsnorm"].read_text()
     impl = resolve_impl(bundled_impl(framework, "rmsnorm"))
     rows = []
@@ -261,11 +261,11 @@ def gradient_scaling(framework: str, sizes=(8, 64, 512, 4096, 8192), repeats=3) 
 
 
 def boundary(framework: str, contract: str = "rmsnorm", repeats=3) -> dict:
-    from harness.checks import CHECKS
-    from harness.contract import bundled_contracts, load_contract
-    from harness.executor import Session
-    from harness.runner import context_for, run_check
-    from harness.targets import bundled_impl, resolve_impl
+    from layer_conformance.checks import CHECKS
+    from layer_conformance.contract import bundled_contracts, load_contract
+    from layer_conformance.executor import Session
+    from layer_conformance.runner import context_for, run_check
+    from layer_conformance.targets import bundled_impl, resolve_impl
     c = load_contract(bundled_contracts()[contract])
     spec = bundled_impl(framework, contract)
     session = Session()
@@ -344,7 +344,7 @@ def opt_in(frameworks: list[str], rounds: int = 1, singles: bool = True) -> dict
     With ``rounds`` > 1 the runs without and with both checks are repeated, interleaved (medians): single runs
     on a shared machine vary by about 10 %."""
     import statistics
-    from harness.checks import CHECKS, DEFAULT_CHECKS
+    from layer_conformance.checks import CHECKS, DEFAULT_CHECKS
     walls: dict = {}
     base = [c for c in DEFAULT_CHECKS if c not in ("compiled", "export")]  # the matrix before the two
     both = ["compiled", "export"]

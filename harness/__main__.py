@@ -1,4 +1,4 @@
-"""``python -m harness``: see harness.cli."""
+"""``python -m layer_conformance``: see layer_conformance.cli."""
 import sys
 
 from .cli import main

@@ -1,8 +1,8 @@
-"""Command line: ``python -m harness report|merge``.
+"""Command line: ``python -m layer_conformance report|merge``.
 
-    python -m harness report RESULTS.json [MORE.json ...] -o out.html [--baseline OLD.json]
-    python -m harness merge A.json B.json [...] -o C.json [--gate] [--baseline OLD.json] [--html out.html]
-    python -m harness summary RESULTS.json [MORE.json ...]
+    python -m layer_conformance report RESULTS.json [MORE.json ...] -o out.html [--baseline OLD.json]
+    python -m layer_conformance merge A.json B.json [...] -o C.json [--gate] [--baseline OLD.json] [--html out.html]
+    python -m layer_conformance summary RESULTS.json [MORE.json ...]
 
 ``merge`` joins the results of separate runs (framework environments, CI shards) and, with ``--gate``
 or ``--baseline``, gives the verdict a single run would have given: the shards of a split run are
@@ -91,7 +91,7 @@ def _summary(args) -> int:
 
 def main(argv=None) -> int:
     from .results import ResultsFileError
-    parser = _Parser(prog="python -m harness", description="Layer conformance results: HTML report, merge, summary.")
+    parser = _Parser(prog="python -m layer_conformance", description="Layer conformance results: HTML report, merge, summary.")
     sub = parser.add_subparsers(dest="command", required=True)
     rep = sub.add_parser("report", help="write the self-contained HTML report of one or more results files")
     rep.add_argument("results", nargs="+", metavar="RESULTS.json")

@@ -10,7 +10,7 @@ def describe_mismatch(actual, expected, rtol, atol, what="values", ulps=None) ->
     """None when close; else a message with count, largest error, where, and the tolerance.
 
     A 16-bit ``actual`` is also allowed ``ulps`` units in the last place of its dtype (default: the
-    table's, ``harness.tolerances.ULPS``); whichever bound is larger applies."""
+    table's, ``layer_conformance.tolerances.ULPS``); whichever bound is larger applies."""
     from .tolerances import spacing, ulps_for
     actual = np.asarray(actual)
     n_ulps, half = ulps_for(actual)

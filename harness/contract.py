@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 
-SCHEMA_PATH = importlib.resources.files("harness") / "schema" / "contract.schema.json"
+SCHEMA_PATH = importlib.resources.files("layer_conformance") / "schema" / "contract.schema.json"
 
 
 def _specs_dir() -> Path:
@@ -38,7 +38,7 @@ def _specs_dir() -> Path:
     top-level ``specs/`` at build time). A source checkout, installed editable or put on ``sys.path``,
     reads its own ``specs/`` beside the package, so that a checkout never reads another tree's contracts.
     """
-    packaged = importlib.resources.files("harness") / "specs"
+    packaged = importlib.resources.files("layer_conformance") / "specs"
     if packaged.is_dir():
         return Path(str(packaged))
     return Path(__file__).resolve().parent.parent / "specs"

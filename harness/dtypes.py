@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 FLOATS = ("float16", "bfloat16", "float32", "float64")
-HALF = ("float16", "bfloat16")  # compared in ulps of the dtype (harness.tolerances)
+HALF = ("float16", "bfloat16")  # compared in ulps of the dtype (layer_conformance.tolerances)
 
 
 def np_dtype(name: str) -> np.dtype:

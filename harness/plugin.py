@@ -173,7 +173,7 @@ class ConformanceRun:
         self.targets = []
         self.results: list[Record] = []
         self._session = None
-        self.lane = None  # with -n 0, the second lane the ALONGSIDE checks run on (harness.lane)
+        self.lane = None  # with -n 0, the second lane the ALONGSIDE checks run on (layer_conformance.lane)
         self.planned: list[str] | None = None   # node ids of every conformance check this run will execute
         self.journal = None
         self.interrupted: str | None = None     # the signal that ended the run early
@@ -288,7 +288,7 @@ class ConformanceRun:
 
     def checks_of(self, target, contract, dtype):
         """(check, why it can never run there, or None) for each check of a target node, decided from the contract
-        (a bundled target in a framework the contract is not for, then harness.checks.applicable)."""
+        (a bundled target in a framework the contract is not for, then layer_conformance.checks.applicable)."""
         from .checks import PER_DTYPE
         from .checks.applicable import not_applicable
         whole = contract.not_applicable(target.framework) if target.bundled or not target.impl else None
@@ -451,7 +451,7 @@ class TargetNode(pytest.Collector):
             if not_applicable:
                 continue   # no item for what can never run: the results show it n/a (ConformanceRun.not_applicable)
             item = ConformanceItem.from_parent(self, name=check, check=check)
-            item.add_marker(pytest.mark.xdist_group(self.name))  # harness.scheduling reads the node id
+            item.add_marker(pytest.mark.xdist_group(self.name))  # layer_conformance.scheduling reads the node id
             item.add_marker(pytest.mark.conformance)
             yield item
 
@@ -596,9 +596,9 @@ def pytest_collection_modifyitems(session, config, items):
     ``Framework.start_rank``): one framework's checks run while the next one's executors import it.
     Within a framework the checks that fork fresh processes come last: the zygote they fork from starts
     after the framework's other executors, and the first target's would otherwise wait for its import.
-    The ALONGSIDE checks, where the run has others, run on a second lane (harness.lane): their items come
+    The ALONGSIDE checks, where the run has others, run on a second lane (layer_conformance.lane): their items come
     after all the others and collect the verdicts.
-    Under xdist the scheduler (harness.scheduling) decides, and the order stays as collected.
+    Under xdist the scheduler (layer_conformance.scheduling) decides, and the order stays as collected.
     It reorders after every other plugin's hook (a wrapper, after its yield): a shard's selection
     (pytest-split) is then made on the collected order, the same with -n 0 as under xdist."""
     from .checks import ALONGSIDE, FRESH_PROCESS
@@ -608,7 +608,7 @@ def pytest_collection_modifyitems(session, config, items):
         return result
     slots = [i for i, item in enumerate(items) if isinstance(item, ConformanceItem)]
     checks = {items[i].check for i in slots}
-    # the ALONGSIDE checks run on a second lane (harness.lane) where the run also has others to run beside
+    # the ALONGSIDE checks run on a second lane (layer_conformance.lane) where the run also has others to run beside
     # them; their items come last and collect the verdicts
     alongside = set(ALONGSIDE) & checks if checks - set(ALONGSIDE) else set()
     if alongside and not config.option.collectonly:
@@ -685,7 +685,7 @@ def _is_worker(config):
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session, exitstatus):
     run = session.config.stash.get(_RUN_KEY, None)
-    # a --changed-since run that selected nothing: harness.gate decides the exit status and says why
+    # a --changed-since run that selected nothing: layer_conformance.gate decides the exit status and says why
     if run:
         run.close()
     if not run or not run.active or _is_worker(session.config) or session.config.option.collectonly:

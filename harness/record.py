@@ -2,7 +2,7 @@
 the gate, the reports and the results file share.
 
 A leaf module (it imports nothing else from the harness), so anything may import it without cycles.
-The results file (``harness.results``) stores records in their JSON form (``to_json``/``from_json``).
+The results file (``layer_conformance.results``) stores records in their JSON form (``to_json``/``from_json``).
 """
 from __future__ import annotations
 
@@ -40,9 +40,9 @@ class Record:
     usage_error: bool = False        # the binding does not fit its layer (the run exits 4)
     not_run: bool = False            # planned, never reported (an interrupted run)
     options: dict | None = None      # what it ran with beyond its key (arg_map, state_map, dtype, compile_backend,
-                                     # executor_python): harness.reproduce's command repeats it
+                                     # executor_python): layer_conformance.reproduce's command repeats it
     duration: float | None = None    # seconds of wall time, loading the layer included
-    expected: bool = False           # a failure an expectations entry covers (harness.gate)
+    expected: bool = False           # a failure an expectations entry covers (layer_conformance.gate)
     unexpectedly_passed: bool = False
     expectation: dict | None = None  # the covering entry: reason, link, where
     extra: dict = field(default_factory=dict)   # fields this version does not know, kept on a round trip

@@ -64,7 +64,7 @@ class _SelfCheck:
         self.kw: dict = {}
 
     def bad(self, at, message):
-        # (field path, message): the loader (harness.contract) turns them into file:line:field problems
+        # (field path, message): the loader (layer_conformance.contract) turns them into file:line:field problems
         self.problems.append((at, message))
 
     def call(self, fn, what, *args, **kw):

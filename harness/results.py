@@ -1,7 +1,7 @@
 """The results file (the source of truth; terminal, JUnit and HTML views derive from it).
 
 This module owns the file: write (atomically), load (validated; errors name the file), merge,
-compare and the summary table. Records are ``harness.record.Record``; the file holds their JSON form.
+compare and the summary table. Records are ``layer_conformance.record.Record``; the file holds their JSON form.
 """
 from __future__ import annotations
 
@@ -187,7 +187,7 @@ def merge(docs: list[dict], names=None) -> dict:
     return dict(merged, results=as_records(merged["results"]))
 
 
-# --- comparison against a baseline (the gate, the report's diff and `python -m harness merge`) ----
+# --- comparison against a baseline (the gate, the report's diff and `python -m layer_conformance merge`) ----
 
 @dataclass
 class Comparison:

@@ -121,7 +121,7 @@ def isolated_globals(adapter, notes: list):
 
 def run_check(ctx: CheckContext, check: str, timeout: float | None = None) -> dict:
     """{'outcome': passed|failed|skipped|blocked|error, 'message': ..., 'details': ...} for one check:
-    the verdict part of a ``harness.record.Record`` (every key but ``check`` is one of its fields; the
+    the verdict part of a ``layer_conformance.record.Record`` (every key but ``check`` is one of its fields; the
     plugin adds the identity). ``blocked`` (with ``blocked_by``): the check's failure is a symptom of a
     mistake that check names.
 

@@ -36,7 +36,7 @@ class Target:
     arg_map: dict = field(default_factory=dict)   # contract constructor argument -> the layer's own name
     file: str | None = None    # where the implementation's module was imported from, when known
     dtypes: tuple | None = None  # a binding's narrowing of the contract's dtypes (None: all it declares)
-    signature: dict | None = None  # what its constructor takes (harness.binding), as the probe read it
+    signature: dict | None = None  # what its constructor takes (layer_conformance.binding), as the probe read it
 
     @property
     def impl_label(self) -> str:
@@ -109,7 +109,7 @@ def parse_pythons(items, root: str) -> dict:
 
 
 def bundled_impl(framework: str, contract: str) -> str | None:
-    mod = f"reference_impls.{framework}.{contract}"
+    mod = f"layer_conformance.reference_impls.{framework}.{contract}"
     try:
         found = importlib.util.find_spec(mod) is not None
     except ImportError:
@@ -172,7 +172,7 @@ def _is_layer(contract_path: str) -> bool:
 
 
 def binding_problems(targets, contracts: dict) -> list[str]:
-    """Why bindings do not fit their layers' constructors (harness.binding), each said once, before any check
+    """Why bindings do not fit their layers' constructors (layer_conformance.binding), each said once, before any check
     runs; ``contracts``: resolved contract path -> loaded contract."""
     from . import binding
     out = []

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 venv=.venv
 python=${PYTHON:-python3}
 stamp="$venv/.installed-from"
-want=$(cat pyproject.toml requirements/dev.txt | sha256sum | cut -d' ' -f1)
+want=$(cat pyproject.toml setup.py requirements/dev.txt | sha256sum | cut -d' ' -f1)
 
 if [ ! -x "$venv/bin/python" ]; then
     "$python" -m venv "$venv"

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 venv=.venv-mxnet
 python=${PYTHON:-python3}
 stamp="$venv/.installed-from"
-want=$(cat requirements/mxnet.txt pyproject.toml | sha256sum | cut -d' ' -f1)
+want=$(cat requirements/mxnet.txt pyproject.toml setup.py | sha256sum | cut -d' ' -f1)
 
 if [ ! -x "$venv/bin/python" ]; then
     "$python" -m venv "$venv"
@@ -17,4 +17,4 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     "$venv/bin/python" -m pip install -q -e . --no-deps
     echo "$want" > "$stamp"
 fi
-"$venv/bin/python" -c "from harness.adapters.mxnet_shim import apply; apply(); import mxnet; print('mxnet', mxnet.__version__, 'in', '$venv')"
+"$venv/bin/python" -c "from layer_conformance.adapters.mxnet_shim import apply; apply(); import mxnet; print('mxnet', mxnet.__version__, 'in', '$venv')"

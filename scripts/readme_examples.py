@@ -36,7 +36,7 @@ from tests.test_wheel import USER_LAYERS, _clean_env  # noqa: E402  (the checkou
 README = ROOT / "README.md"
 PROJECT = "~/myproject"   # what the temporary project directory reads as
 COLUMNS = 140             # wide enough that pytest -v does not cut a blocked check's reason
-MODULES_OF_THIS_REPO = ("tests", "reference_impls", "harness")
+MODULES_OF_THIS_REPO = ("tests", "reference_impls", "harness", "layer_conformance")
 
 
 def _imports_local(node):
@@ -46,7 +46,10 @@ def _imports_local(node):
 def _class_source(module, name, as_name):
     """(import lines, class sources) of class `name` of a module of this repository, renamed `as_name`, with the
     base classes it takes from this repository included under the names it uses for them."""
-    text = (ROOT / (module.replace(".", "/") + ".py")).read_text()
+    folder = module.removeprefix("layer_conformance.reference_impls.").removeprefix("layer_conformance.")
+    if folder != module:  # an installed name: its folder in the repository
+        folder = ("reference_impls." if module.startswith("layer_conformance.reference_impls.") else "harness.") + folder
+    text = (ROOT / (folder.replace(".", "/") + ".py")).read_text()
     tree = ast.parse(text)
     imports = [ast.get_source_segment(text, n) for n in tree.body
                if isinstance(n, (ast.Import, ast.ImportFrom)) and not _imports_local(n)]

@@ -4,8 +4,9 @@
 #   torch, tensorflow, jax, mxnet   the extra, on the versions pinned for development (requirements/)
 #   torch-oldest                    the torch extra on the oldest versions the metadata admits
 # Usage: scripts/wheel-envs.sh [NAME...] (default: all). Prints "NAME PYTHON" for each.
-# Cached: a venv is rebuilt only when its dependencies' inputs changed (pyproject.toml, setup.py, its
-# constraints file); when only the package's own files changed, the new wheel replaces the old one in it.
+# Cached: a venv is rebuilt only when its dependencies changed (the package's requirements and the extra's, as
+# pyproject.toml states them, and its constraints file); when anything else changed (the package's files, its
+# entry points, its layout), the new wheel replaces the old one in it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python=${PYTHON:-python3}
@@ -25,6 +26,11 @@ constraints_of() {
     esac
 }
 hash_files() { sha256sum "$@" | sha256sum | cut -d' ' -f1; }
+# what the extra installs: the requirements pyproject.toml states for the package and for that extra
+requirements_of() {
+    "$python" -c 'import sys, tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]
+print(p["dependencies"], p["optional-dependencies"][sys.argv[1]])' "$1"
+}
 
 names=("$@")
 [ ${#names[@]} -gt 0 ] || names=(torch tensorflow jax mxnet torch-oldest)
@@ -56,7 +62,7 @@ build_wheel() {
 for name in "${names[@]}"; do
     venv="$root/$name"
     constraints=$(constraints_of "$name")
-    deps_stamp=$(hash_files pyproject.toml setup.py "$constraints")-$("$python" -c 'import sys; print(sys.version.split()[0])')
+    deps_stamp=$( (requirements_of "$(extra_of "$name")"; cat "$constraints") | sha256sum | cut -d' ' -f1)-$("$python" -c 'import sys; print(sys.version.split()[0])')
     if [ "$(cat "$venv/.deps" 2>/dev/null)" != "$deps_stamp" ]; then
         build_wheel
         rm -rf "$venv"

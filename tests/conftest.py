@@ -10,7 +10,7 @@ MXNET_PYTHON = ROOT / ".venv-mxnet" / "bin" / "python"
 def executor_pythons(framework: str) -> dict:
     """The ``pythons`` a Session needs for ``framework`` (MXNet lives in its own environment); skips the
     test where the framework is not here."""
-    from harness import adapters
+    from layer_conformance import adapters
     if framework == "mxnet":
         if not MXNET_PYTHON.exists():
             pytest.skip("no .venv-mxnet here")
@@ -23,7 +23,7 @@ def executor_pythons(framework: str) -> dict:
 @pytest.fixture(scope="module")
 def sessions():
     """``sessions(framework)``: one executor Session per framework for the module's tests, closed after."""
-    from harness.executor import Session
+    from layer_conformance.executor import Session
     made = {}
 
     def get(framework):

@@ -4,18 +4,18 @@ import pytest
 
 pytest.importorskip("flax")
 
-from harness.adapters import get_adapter  # noqa: E402
-from harness.contract import bundled_contracts, load_contract  # noqa: E402
-from harness.runner import check_all  # noqa: E402
+from layer_conformance.adapters import get_adapter  # noqa: E402
+from layer_conformance.contract import bundled_contracts, load_contract  # noqa: E402
+from layer_conformance.runner import check_all  # noqa: E402
 
 ADAPTER = get_adapter("jax")  # before any JAX operation: asks for the second host device
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 from flax import nnx  # noqa: E402
 
-from reference_impls.jax import round_ste as ste  # noqa: E402
-from reference_impls.jax.causal_mask import Buffer  # noqa: E402
-from reference_impls.jax.rmsnorm import RMSNorm  # noqa: E402
+from layer_conformance.reference_impls.jax import round_ste as ste  # noqa: E402
+from layer_conformance.reference_impls.jax.causal_mask import Buffer  # noqa: E402
+from layer_conformance.reference_impls.jax.rmsnorm import RMSNorm  # noqa: E402
 
 
 def contract(name):
@@ -300,7 +300,7 @@ def test_a_call_that_writes_state_writes_the_layer():
 
 
 def test_identical_calls_share_one_compiled_program():
-    from harness.adapters import jax as jax_adapter
+    from layer_conformance.adapters import jax as jax_adapter
     x = np.random.default_rng(0).normal(size=(7, 8)).astype(np.float32)  # a shape no other test uses
     before = len(jax_adapter._COMPILED)
     first = ADAPTER.call(ADAPTER.construct(RMSNorm, {"d": 8}), [x])

@@ -9,8 +9,8 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 keras = tf.keras
 
-from harness import adapters  # noqa: E402
-from reference_impls.tensorflow.rmsnorm import RMSNorm  # noqa: E402
+from layer_conformance import adapters  # noqa: E402
+from layer_conformance.reference_impls.tensorflow.rmsnorm import RMSNorm  # noqa: E402
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _collect(tmp_path, dtypes):
     bindings = tmp_path / "bindings.yaml"
-    bindings.write_text(f'- {{contract: rmsnorm, impl: "reference_impls.torch.rmsnorm:IMPL", framework: torch, '
+    bindings.write_text(f'- {{contract: rmsnorm, impl: "layer_conformance.reference_impls.torch.rmsnorm:IMPL", framework: torch, '
                         f'dtypes: {dtypes}}}\n')
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--collect-only",
                            f"--bindings={bindings}"], cwd=ROOT, capture_output=True, text=True, timeout=300,

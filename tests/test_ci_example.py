@@ -217,7 +217,7 @@ def _user_repo(path: Path) -> Path:
     (path / "refs").mkdir()
     (path / "refs" / "__init__.py").write_text("")
     # the user's own contract and numpy reference: copies of the bundled log1pexp ones
-    from harness.contract import find_contract
+    from layer_conformance.contract import find_contract
     contract = find_contract("log1pexp").read_text()
     module = yaml.safe_load(contract)["reference"]["module"]
     shutil.copy(importlib.util.find_spec(module).origin, path / "refs" / "log1pexp.py")
@@ -312,7 +312,7 @@ def test_push_to_main_runs_three_shards_and_one_merge(ci):
     assert all(r["nodeid"].startswith("conformance/log1pexp.yaml::log1pexp[") for r in merged), "ids in repo terms"
     assert not [r for r in merged if r["outcome"] in ("failed", "error")]
     assert any(r["check"] == "gradients" and r["outcome"] == "passed" for r in merged)
-    assert "gate: passed" in _step(jobs["merge"][0], "harness merge")["output"]
+    assert "gate: passed" in _step(jobs["merge"][0], "layer_conformance merge")["output"]
     assert (actions.artifacts / "conformance-results" / "conformance.html").is_file()
 
 

@@ -6,12 +6,12 @@ import os
 import numpy as np
 import pytest
 
-from harness.executor.session import Session
+from layer_conformance.executor.session import Session
 
 pytest.importorskip("jax")
 
-SOFTPLUS = "reference_impls.jax.log1pexp:log1pexp"
-CLIPPED = "reference_impls.jax.clipped_relu_grad:clipped_relu"
+SOFTPLUS = "layer_conformance.reference_impls.jax.log1pexp:log1pexp"
+CLIPPED = "layer_conformance.reference_impls.jax.clipped_relu_grad:clipped_relu"
 
 
 @pytest.fixture
@@ -60,7 +60,7 @@ def test_a_fresh_process_reads_the_compilations_of_its_target_only(session):
 def test_a_layer_that_moves_the_cache_is_put_back():
     import jax
 
-    from harness.adapters.jax import FrameworkAdapter
+    from layer_conformance.adapters.jax import FrameworkAdapter
     adapter = FrameworkAdapter()
     before = jax.config.jax_compilation_cache_dir
     saved = adapter.save_globals()

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.contract import bundled_contracts, load_contract
-from harness.runner import context_for, run_check
+from layer_conformance.contract import bundled_contracts, load_contract
+from layer_conformance.runner import context_for, run_check
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -41,12 +41,12 @@ def test_compiled_mutant_is_caught_through_an_executor(sessions, framework, cont
 
 
 PASSING = [
-    ("torch", "rmsnorm", "reference_impls.torch.rmsnorm:IMPL", ["torch.compile(backend='aot_eager')"]),
-    ("torch", "round_ste", "reference_impls.torch.round_ste:IMPL", ["torch.compile(backend='aot_eager')"]),
-    ("tensorflow", "rmsnorm", "reference_impls.tensorflow.rmsnorm:IMPL",
+    ("torch", "rmsnorm", "layer_conformance.reference_impls.torch.rmsnorm:IMPL", ["torch.compile(backend='aot_eager')"]),
+    ("torch", "round_ste", "layer_conformance.reference_impls.torch.round_ste:IMPL", ["torch.compile(backend='aot_eager')"]),
+    ("tensorflow", "rmsnorm", "layer_conformance.reference_impls.tensorflow.rmsnorm:IMPL",
      ["tf.function", "tf.function(jit_compile=True)"]),
-    ("jax", "scaled", "reference_impls.jax.scaled:IMPL", ["jax.jit"]),
-    ("jax", "dropout", "reference_impls.jax.dropout:IMPL", ["jax.jit"]),
+    ("jax", "scaled", "layer_conformance.reference_impls.jax.scaled:IMPL", ["jax.jit"]),
+    ("jax", "dropout", "layer_conformance.reference_impls.jax.dropout:IMPL", ["jax.jit"]),
     ("mxnet", "rmsnorm", "tests.mutants.mxnet_compiled:RMSNormHybrid", ["hybridize()"]),
 ]
 
@@ -64,23 +64,23 @@ def test_correct_layer_passes_and_compilation_is_proved(sessions, framework, con
 
 
 def test_gluon_block_and_function_are_not_applicable_with_the_reason(sessions):
-    block = _run(sessions, "mxnet", "rmsnorm", "reference_impls.mxnet.rmsnorm:IMPL")
+    block = _run(sessions, "mxnet", "rmsnorm", "layer_conformance.reference_impls.mxnet.rmsnorm:IMPL")
     assert block["outcome"] == "skipped" and block.get("not_applicable"), block
     assert "not a HybridBlock" in block["message"]
-    fn = _run(sessions, "mxnet", "round_ste", "reference_impls.mxnet.round_ste:IMPL")
+    fn = _run(sessions, "mxnet", "round_ste", "layer_conformance.reference_impls.mxnet.round_ste:IMPL")
     assert fn["outcome"] == "skipped" and "cannot place it in a hybridized graph" in fn["message"], fn
 
 
 def test_graph_break_fails_unless_the_contract_allows_it(sessions, tmp_path):
     c = load_contract(bundled_contracts()["safe_norm"])
-    allowed = run_check(context_for(c, "reference_impls.torch.safe_norm:IMPL", "torch", session=sessions("torch")),
+    allowed = run_check(context_for(c, "layer_conformance.reference_impls.torch.safe_norm:IMPL", "torch", session=sessions("torch")),
                         "compiled", timeout=300)
     assert allowed["outcome"] == "passed", allowed
     assert allowed["details"]["torch.compile(backend='aot_eager')"]["graph_breaks"], allowed
     data = dict(c.data)
     data.pop("compiled")
     strict = type(c)(data=data, path=c.path, lines=c.lines)
-    rec = run_check(context_for(strict, "reference_impls.torch.safe_norm:IMPL", "torch", session=sessions("torch")),
+    rec = run_check(context_for(strict, "layer_conformance.reference_impls.torch.safe_norm:IMPL", "torch", session=sessions("torch")),
                     "compiled", timeout=300)
     assert rec["outcome"] == "failed", rec
     assert "broke the graph" in rec["message"] and "custom jvp" in rec["message"], rec["message"]
@@ -89,13 +89,13 @@ def test_graph_break_fails_unless_the_contract_allows_it(sessions, tmp_path):
 def test_not_applicable_in_the_contract(sessions):
     c = load_contract(bundled_contracts()["rmsnorm"])
     na = type(c)(data={**c.data, "compiled": {"not_applicable": "compiled elsewhere"}}, path=c.path, lines=c.lines)
-    rec = run_check(context_for(na, "reference_impls.torch.rmsnorm:IMPL", "torch", session=sessions("torch")),
+    rec = run_check(context_for(na, "layer_conformance.reference_impls.torch.rmsnorm:IMPL", "torch", session=sessions("torch")),
                     "compiled")
     assert rec["outcome"] == "skipped" and rec["not_applicable"] and "compiled elsewhere" in rec["message"]
 
 
 def test_compiled_keys_are_validated(tmp_path):
-    from harness.contract import ContractError
+    from layer_conformance.contract import ContractError
     src = (ROOT / "specs" / "rmsnorm.yaml").read_text()
     bad = tmp_path / "bad.yaml"
     bad.write_text(src + "compiled: {max_recompiles: -1, allow_graph_breaks: ''}\n")
@@ -107,7 +107,7 @@ def test_compile_backend_option_reaches_the_check(tmp_path):
     pytest.importorskip("torch")
     out = tmp_path / "r.json"
     proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--contract", "rmsnorm",
-                           "--impl", "reference_impls.torch.rmsnorm:IMPL", "--check", "compiled",
+                           "--impl", "layer_conformance.reference_impls.torch.rmsnorm:IMPL", "--check", "compiled",
                            "--compile-backend", "eager", "--conformance-json", str(out), "--rootdir", str(ROOT)],
                           capture_output=True, text=True, cwd=ROOT, timeout=600,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -121,7 +121,7 @@ def test_torch_compile_leaves_the_executor_clean_for_the_next_target(sessions):
     """torch.compile patches torch.jit.trace, fx and the fused optimizers on its first use in a process: the
     executor settles that before its fingerprint, so a correct layer's compiled check does not cost the next
     target a fresh process (a framework import)."""
-    _run(sessions, "torch", "sign_ste", "reference_impls.torch.sign_ste:IMPL")
+    _run(sessions, "torch", "sign_ste", "layer_conformance.reference_impls.torch.sign_ste:IMPL")
     assert sessions("torch").layer["torch"].request("health") == []
 
 
@@ -132,7 +132,7 @@ def test_torch_compile_leaves_the_executor_clean_for_the_next_target(sessions):
 ])
 def test_new_batch_sizes_are_tried_and_their_recompiles_counted_against_the_limit(sessions, framework, compiler, sizes):
     c = load_contract(bundled_contracts()["scaled_tanh"])
-    impl = f"reference_impls.{framework}.scaled_tanh:IMPL"
+    impl = f"layer_conformance.reference_impls.{framework}.scaled_tanh:IMPL"
     rec = run_check(context_for(c, impl, framework, session=sessions(framework)), "compiled", timeout=300)
     assert rec["outcome"] == "passed", rec
     recompiles = rec["details"][f"{compiler}: recompiles for {sizes}"]
@@ -149,7 +149,7 @@ def test_a_gap_in_finiteness_under_the_compiler_gets_no_hint():
     """NaN under the compiler where eager execution is finite is a degenerate formula the compiler rewrote (eps
     outside the sqrt, under XLA), not Python state frozen at trace time: no hint names a cause; a finite gap does."""
     import numpy as np
-    from harness.checks.compiled import _diagnose
+    from layer_conformance.checks.compiled import _diagnose
     want = np.ones((2, 3), np.float32)
     got = want.copy()
     got[0, 0] = np.nan
@@ -160,7 +160,7 @@ def test_a_gap_in_finiteness_under_the_compiler_gets_no_hint():
 def test_xla_generates_code_unoptimized_unless_xla_flags_set_the_level(monkeypatch):
     """The XLA compiler's cheap setting (LLVM -O0, the whole HLO pipeline) leaves a user's own level alone."""
     pytest.importorskip("tensorflow")
-    from harness.adapters import tensorflow as tf_adapter
+    from layer_conformance.adapters import tensorflow as tf_adapter
     monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_use_thunk_runtime=true")
     tf_adapter._xla_backend_unoptimized()
     assert os.environ["XLA_FLAGS"] == "--xla_cpu_use_thunk_runtime=true --xla_backend_optimization_level=0"

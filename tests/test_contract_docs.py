@@ -3,8 +3,8 @@ nothing the schema lacks, section by section, so that it cannot drift from the l
 import re
 from pathlib import Path
 
-from harness.contract import schema
-from harness.frameworks import FRAMEWORKS
+from layer_conformance.contract import schema
+from layer_conformance.frameworks import FRAMEWORKS
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "contracts.md"
 # defined once, where they are documented: other sections refer to them ("the fields of a case input")

@@ -14,8 +14,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness import inputs as inputs_mod
-from harness.contract import Contract, ContractError, bundled_contracts, load_contract
+from layer_conformance import inputs as inputs_mod
+from layer_conformance.contract import Contract, ContractError, bundled_contracts, load_contract
 
 BUNDLED = {name: path.read_text() for name, path in bundled_contracts().items()}
 JUNK_VALUES = [None, 0, -1, 3, 1.5, -2.5, float("nan"), float("inf"), 10**30, 10**400, True, "", "x", "$nope", "d",

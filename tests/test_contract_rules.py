@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import contract as contract_mod
-from harness.contract import SECTION_RULES, ContractError, load_contract, schema
-from harness.frameworks import FRAMEWORKS, Framework
+from layer_conformance import contract as contract_mod
+from layer_conformance.contract import SECTION_RULES, ContractError, load_contract, schema
+from layer_conformance.frameworks import FRAMEWORKS, Framework
 
 ROOT = Path(__file__).resolve().parent.parent
 HOSTILE = ROOT / "tests" / "hostile_contracts"
@@ -96,7 +96,7 @@ def test_schema_takes_the_frameworks_names_and_export_formats_from_the_registry(
 def test_an_unknown_framework_is_named_as_one(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text("name: c\nkind: function\ncases: [{name: a, inputs: {x: {shape: [2], dtype: float32}}}]\n"
-                    "reference: {module: reference_impls.numpy.log1pexp}\n"
+                    "reference: {module: layer_conformance.reference_impls.numpy.log1pexp}\n"
                     "frameworks: {paddle: {not_applicable: no}}\n")
     with pytest.raises(ContractError, match=r"c.yaml:5: frameworks.paddle: unknown framework 'paddle' \(known: "
                                             + ", ".join(FRAMEWORKS)):

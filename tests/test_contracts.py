@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import adapters
-from harness.checks import CHECKS
-from harness.contract import (CHECK_IDS, SCHEMA_PATH, Contract, ContractError, ContractNotFound,
+from layer_conformance import adapters
+from layer_conformance.checks import CHECKS
+from layer_conformance.contract import (CHECK_IDS, SCHEMA_PATH, Contract, ContractError, ContractNotFound,
                               bundled_contracts, find_contract, load_contract)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -81,11 +81,11 @@ def test_a_file_that_is_not_text_or_not_there(tmp_path):
 
 @pytest.mark.skipif(not HAS_TORCH, reason="needs torch")
 def test_missing_native_class_is_reported_by_the_native_check_with_file_and_line():
-    from harness.runner import context_for, run_check
-    from harness.targets import resolve_impl
+    from layer_conformance.runner import context_for, run_check
+    from layer_conformance.targets import resolve_impl
     path = HOSTILE / "native_class_missing.yaml"
     contract = load_contract(path)  # torch exists: whether torch.nn has the class needs an import
-    rec = run_check(context_for(contract, resolve_impl("reference_impls.torch.rmsnorm:IMPL"), "torch"), "native")
+    rec = run_check(context_for(contract, resolve_impl("layer_conformance.reference_impls.torch.rmsnorm:IMPL"), "torch"), "native")
     assert rec["outcome"] == "failed"
     assert "torch.nn.RMSNormm" in rec["message"] and f"{path}:{contract.line('native', 'torch', 'class')}" \
         in rec["message"], rec["message"]
@@ -102,7 +102,7 @@ def _pytest(*args, cwd=ROOT):
 @pytest.mark.skipif(not HAS_TORCH, reason="needs torch")
 def test_cli_broken_contract_exits_3_with_every_problem_and_no_traceback():
     path = HOSTILE / "three_problems.yaml"
-    proc = _pytest("--contract", str(path), "--impl", "reference_impls.torch.rmsnorm:IMPL")
+    proc = _pytest("--contract", str(path), "--impl", "layer_conformance.reference_impls.torch.rmsnorm:IMPL")
     out = proc.stdout + proc.stderr
     assert proc.returncode == 3, out
     assert "Traceback" not in out
@@ -114,8 +114,8 @@ def test_cli_every_broken_contract_is_reported_before_collection(tmp_path):
     # Two broken contracts in one run, one of them hostile: both reported, nothing collected or run.
     bindings = tmp_path / "bindings.yaml"
     bindings.write_text(
-        f"- {{contract: {HOSTILE / 'python_tag.yaml'}, impl: 'reference_impls.torch.centered:IMPL', framework: torch}}\n"
-        f"- {{contract: {HOSTILE / 'negative_tolerances.yaml'}, impl: 'reference_impls.torch.centered:IMPL', "
+        f"- {{contract: {HOSTILE / 'python_tag.yaml'}, impl: 'layer_conformance.reference_impls.torch.centered:IMPL', framework: torch}}\n"
+        f"- {{contract: {HOSTILE / 'negative_tolerances.yaml'}, impl: 'layer_conformance.reference_impls.torch.centered:IMPL', "
         f"framework: torch}}\n")
     proc = _pytest("--bindings", str(bindings), cwd=tmp_path)
     out = proc.stdout + proc.stderr

@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from harness.contract import bundled_contracts, load_contract
-from harness.executor import Session
-from harness.runner import context_for, run_check
+from layer_conformance.contract import bundled_contracts, load_contract
+from layer_conformance.executor import Session
+from layer_conformance.runner import context_for, run_check
 
 
 def _has(module):
@@ -36,12 +36,12 @@ def _with(contract: str, **data):
 @pytest.mark.skipif(not _has("torch"), reason="torch not installed")
 class TestTorch:
     def test_every_format_bit_equal_in_a_fresh_process(self, session):
-        rec = _export(session, "rmsnorm", "reference_impls.torch.rmsnorm:IMPL", "torch")
+        rec = _export(session, "rmsnorm", "layer_conformance.reference_impls.torch.rmsnorm:IMPL", "torch")
         assert rec["outcome"] == "passed", rec
         assert rec["details"]["formats"] == {"torch.export": "passed", "torch.save": "passed", "state_dict": "passed"}
 
     def test_custom_function_under_torch_export_is_recorded_not_guessed(self, session):
-        rec = _export(session, "round_ste", "reference_impls.torch.round_ste:IMPL", "torch")
+        rec = _export(session, "round_ste", "layer_conformance.reference_impls.torch.round_ste:IMPL", "torch")
         assert rec["outcome"] == "passed", rec
         fmt = rec["details"]["formats"]["torch.export"]
         # measured: the exported program differentiates round itself (zero), not the straight-through rule
@@ -56,13 +56,13 @@ class TestTorch:
 
     def test_the_contract_limits_and_excuses_formats(self, session):
         rec = _export(session, _with("rmsnorm", export={"formats": ["state_dict", "keras"]}),
-                      "reference_impls.torch.rmsnorm:IMPL", "torch")
+                      "layer_conformance.reference_impls.torch.rmsnorm:IMPL", "torch")
         assert rec["outcome"] == "passed" and list(rec["details"]["formats"]) == ["state_dict"], rec
         rec = _export(session, _with("rmsnorm", export={"formats": ["keras"]}),
-                      "reference_impls.torch.rmsnorm:IMPL", "torch")
+                      "layer_conformance.reference_impls.torch.rmsnorm:IMPL", "torch")
         assert rec["outcome"] == "skipped" and rec.get("not_applicable"), rec
         rec = _export(session, _with("rmsnorm", export={"not_applicable": "served from a C++ runtime"}),
-                      "reference_impls.torch.rmsnorm:IMPL", "torch")
+                      "layer_conformance.reference_impls.torch.rmsnorm:IMPL", "torch")
         assert rec["outcome"] == "skipped" and rec["message"] == "served from a C++ runtime"
 
     def test_the_fresh_process_is_new_and_has_not_imported_the_layer(self, session):
@@ -109,7 +109,7 @@ def _stat(pid: str):
 @pytest.mark.skipif(not _has("tensorflow"), reason="tensorflow not installed")
 class TestKeras:
     def test_keras_file_and_savedmodel(self, session):
-        rec = _export(session, "rmsnorm", "reference_impls.tensorflow.rmsnorm:IMPL", "tensorflow")
+        rec = _export(session, "rmsnorm", "layer_conformance.reference_impls.tensorflow.rmsnorm:IMPL", "tensorflow")
         assert rec["outcome"] == "passed", rec
         formats = rec["details"]["formats"]
         assert formats["keras"] == "passed" and list(formats) == ["keras", "savedmodel"], formats
@@ -118,7 +118,7 @@ class TestKeras:
             "passed (bit-equal to the traced tf.function"), formats
 
     def test_custom_gradient_survives_savedmodel_and_the_option_is_recorded(self, session):
-        rec = _export(session, "log1pexp", "reference_impls.tensorflow.log1pexp:IMPL", "tensorflow")
+        rec = _export(session, "log1pexp", "layer_conformance.reference_impls.tensorflow.log1pexp:IMPL", "tensorflow")
         assert rec["outcome"] == "passed", rec
         assert "without experimental_custom_gradients" in rec["details"]["formats"]["savedmodel"]
 
@@ -127,7 +127,7 @@ class TestKeras:
         import warnings
         with warnings.catch_warnings():
             warnings.simplefilter("error", __import__("numpy").exceptions.ComplexWarning)
-            rec = _export(session, "fourier_half", "reference_impls.tensorflow.fourier_half:IMPL", "tensorflow")
+            rec = _export(session, "fourier_half", "layer_conformance.reference_impls.tensorflow.fourier_half:IMPL", "tensorflow")
         assert rec["outcome"] == "passed", rec
         said = rec["details"]["formats"]["savedmodel"]
         gap = float(said.split("differs by up to ")[1].rstrip(")")) if "differs by up to" in said else 0.0
@@ -147,12 +147,12 @@ class TestKeras:
 @pytest.mark.skipif(not _has("flax"), reason="jax/flax not installed")
 class TestJax:
     def test_custom_vjp_survives_jax_export(self, session):
-        rec = _export(session, "log1pexp", "reference_impls.jax.log1pexp:IMPL", "jax")
+        rec = _export(session, "log1pexp", "layer_conformance.reference_impls.jax.log1pexp:IMPL", "jax")
         assert rec["outcome"] == "passed", rec
         assert rec["details"]["formats"] == {"jax.export": "passed"}
 
     def test_layer_formats(self, session):
-        rec = _export(session, "rmsnorm", "reference_impls.jax.rmsnorm:IMPL", "jax")
+        rec = _export(session, "rmsnorm", "layer_conformance.reference_impls.jax.rmsnorm:IMPL", "jax")
         assert rec["outcome"] == "passed", rec
         assert rec["details"]["formats"] == {"jax.export": "passed", "nnx": "passed"}
 
@@ -169,7 +169,7 @@ class TestGluon:
         assert rec["details"]["formats"] == {"gluon.export": "passed"}
 
     def test_a_block_and_a_function_are_not_applicable_with_the_reason(self, session):
-        rec = _export(session, "rmsnorm", "reference_impls.mxnet.rmsnorm:IMPL", "mxnet")
+        rec = _export(session, "rmsnorm", "layer_conformance.reference_impls.mxnet.rmsnorm:IMPL", "mxnet")
         assert rec["outcome"] == "skipped" and rec.get("not_applicable") and "HybridBlock" in rec["message"]
-        rec = _export(session, "log1pexp", "reference_impls.mxnet.log1pexp:IMPL", "mxnet")
+        rec = _export(session, "log1pexp", "layer_conformance.reference_impls.mxnet.log1pexp:IMPL", "mxnet")
         assert rec["outcome"] == "skipped" and "autograd.Function" in rec["message"]

@@ -7,9 +7,9 @@ import textwrap
 
 import pytest
 
-from harness import results
-from harness.record import Record
-from harness.gate import (ExpectationsError, annotate, compare, expectation_for, load_expectations, unmatched,
+from layer_conformance import results
+from layer_conformance.record import Record
+from layer_conformance.gate import (ExpectationsError, annotate, compare, expectation_for, load_expectations, unmatched,
                           updated_expectations)
 
 

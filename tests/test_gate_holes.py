@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import gate, targets
-from harness.record import Record
-from harness.gate import ExpectationsError, compare, load_expectations
+from layer_conformance import gate, targets
+from layer_conformance.record import Record
+from layer_conformance.gate import ExpectationsError, compare, load_expectations
 
 
 def _rec(check, outcome, contract="centered", impl="mylayers:Centered", framework="torch", device="cpu", **kw):

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from harness import adapters
-from harness.checks.mistakes import HINTS, hint
-from harness.contract import bundled_contracts, load_contract
-from harness.executor import Session
-from harness.runner import context_for, run_check
+from layer_conformance import adapters
+from layer_conformance.checks.mistakes import HINTS, hint
+from layer_conformance.contract import bundled_contracts, load_contract
+from layer_conformance.executor import Session
+from layer_conformance.runner import context_for, run_check
 
 ROOT = Path(__file__).resolve().parent.parent
 MXNET_PYTHON = ROOT / ".venv-mxnet" / "bin" / "python"
@@ -74,13 +74,13 @@ CASES = [
     ("rms_wrong_axis", "torch", "rmsnorm", "values", f"{T}:WrongAxis", f"{T}:EpsOutsideSqrt"),
     ("rms_eps_dropped", "torch", "rmsnorm", "values", f"{NT}:EpsDropped", f"{T}:EpsOutsideSqrt"),
     ("compiled_side_effect", "jax", "rmsnorm", "compiled", "tests.mutants.jax_compiled:RMSNormCallCounter",
-     "reference_impls.jax.rmsnorm:RMSNorm"),
+     "layer_conformance.reference_impls.jax.rmsnorm:RMSNorm"),
     ("compiled_traced_branch", "jax", "rmsnorm", "compiled", "tests.mutants.jax_compiled:RMSNormArrayPath",
      "tests.mutants.jax_compiled:RMSNormCallCounter"),
     ("compiled_reads_value", "tensorflow", "rmsnorm", "compiled",
-     "tests.mutants.tensorflow_compiled:RMSNormPythonBranch", "reference_impls.tensorflow.rmsnorm:RMSNorm"),
+     "tests.mutants.tensorflow_compiled:RMSNormPythonBranch", "layer_conformance.reference_impls.tensorflow.rmsnorm:RMSNorm"),
     ("compiled_reads_value", "mxnet", "rmsnorm", "compiled", "tests.mutants.mxnet_compiled:RMSNormAsnumpy",
-     "reference_impls.mxnet.rmsnorm:RMSNorm"),
+     "layer_conformance.reference_impls.mxnet.rmsnorm:RMSNorm"),
     ("export_save:torch.save", "torch", "rmsnorm", "export", "tests.mutants.torch_export:LambdaAttribute",
      "tests.mutants.torch_export:RandomNonPersistentBuffer"),
     ("export_value:state_dict", "torch", "rmsnorm", "export", "tests.mutants.torch_export:RandomNonPersistentBuffer",
@@ -90,8 +90,8 @@ CASES = [
     ("keras_config_args", "tensorflow", "rmsnorm", "export", "tests.mutants.tensorflow_export:ConfigWithoutArguments",
      "tests.mutants.tensorflow_export:NoKwargs"),
     ("export_save:jax.export", "jax", "log1pexp", "export", "tests.mutants.jax_export:log1pexp_numpy_backward",
-     "reference_impls.jax.log1pexp:log1pexp"),
-    ("centered_median", "torch", "centered", "values", f"{TC}:CenteredMedian", "reference_impls.torch.centered:CenteredLayer"),
+     "layer_conformance.reference_impls.jax.log1pexp:log1pexp"),
+    ("centered_median", "torch", "centered", "values", f"{TC}:CenteredMedian", "layer_conformance.reference_impls.torch.centered:CenteredLayer"),
     ("compiled_backward_unused", "torch", "round_ste", "compiled", f"{TCO}:round_ste_eager_only",
      f"{TCO}:round_ste_annealed"),
     ("compiled_frozen_state", "mxnet", "dropout", "compiled", f"{MXCO}:DropoutPythonFlag", f"{MXCO}:DropoutOp"),
@@ -108,7 +108,7 @@ CASES = [
     ("export_value:keras", "tensorflow", "rmsnorm", "export", f"{TFE}:ConfigWithoutEps", f"{TFE}:ConfigWithoutArguments"),
     ("export_value:nnx", "jax", "rmsnorm", "export", f"{JE}:EpsAsGlobal", f"{JE}:LambdaAttribute"),
     ("keras_build", "tensorflow", "rmsnorm_bias", "export", f"{TFE}:ConfigWithoutBias",
-     "reference_impls.tensorflow.rmsnorm_bias:RMSNorm"),
+     "layer_conformance.reference_impls.tensorflow.rmsnorm_bias:RMSNorm"),
     ("keras_config", "tensorflow", "rmsnorm", "export", f"{TFE}:ConfigWithoutKeywordOnly",
      f"{TFE}:ConfigWithoutArguments"),
 ]
@@ -116,13 +116,13 @@ CASES = [
 # mixed precision (the opt-in mixed_precision check): variables kept in the compute dtype, a policy not taken
 CASES += [
     ("mixed_variables_low", "torch", "rmsnorm", "mixed_precision", f"{TC}:RMSNormStoresBf16Gain",
-     "reference_impls.torch.rmsnorm:IMPL"),
+     "layer_conformance.reference_impls.torch.rmsnorm:IMPL"),
     ("mixed_variables_low", "tensorflow", "rmsnorm", "mixed_precision", f"{TFC}:RMSNormComputeDtypeWeights",
      f"{TFC}:RMSNormDropsDtype"),
     ("mixed_variables_low", "jax", "rmsnorm", "mixed_precision", f"{JC}:RMSNormParamsInDtype",
      "tests.near_misses.jax_mixed:RMSNormMixed"),
     ("mixed_variables_low", "mxnet", "rmsnorm", "mixed_precision", f"{MXC}:RMSNormCastsUnderAMP",
-     "reference_impls.mxnet.rmsnorm:IMPL"),
+     "layer_conformance.reference_impls.mxnet.rmsnorm:IMPL"),
     ("mixed_policy_ignored", "tensorflow", "rmsnorm", "mixed_precision", f"{TFC}:RMSNormDropsDtype",
      f"{TFC}:RMSNormComputeDtypeWeights"),
 ]
@@ -136,7 +136,7 @@ CASES += [
      f"{MXC}:RMSNormPromotes", "float16"),
 ]
 
-# the precision a failure in a dtype comes from (harness.checks.precision): the statistic in the input's dtype,
+# the precision a failure in a dtype comes from (layer_conformance.checks.precision): the statistic in the input's dtype,
 # float64 computed in float32, an error neither explains; near misses right in that dtype, or wrong another way
 CASES += [("computes_narrow", fw, "rmsnorm", "values", f"tests.mutants.{fw}_precision:RMSNormChapter",
            f"tests.mutants.{fw}_precision:RMSNormFloat32Inside", "float16") for fw in ("torch", "tensorflow", "jax", "mxnet")]

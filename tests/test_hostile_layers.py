@@ -8,8 +8,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from harness.contract import bundled_contracts, load_contract  # noqa: E402
-from harness.runner import check_all, run_check, context_for  # noqa: E402
+from layer_conformance.contract import bundled_contracts, load_contract  # noqa: E402
+from layer_conformance.runner import check_all, run_check, context_for  # noqa: E402
 from tests.hostile import torch_hostile as H  # noqa: E402
 
 ROOT = str(__import__("pathlib").Path(__file__).resolve().parent.parent)
@@ -65,7 +65,7 @@ def conformance_run(tmp_path, *args, hostile=None):
         bindings = tmp_path / "bindings.yaml"
         bindings.write_text(textwrap.dedent(f"""\
             - {{contract: rmsnorm, impl: "tests.hostile.torch_hostile:{hostile}"}}
-            - {{contract: rmsnorm, impl: "reference_impls.torch.rmsnorm:IMPL"}}
+            - {{contract: rmsnorm, impl: "layer_conformance.reference_impls.torch.rmsnorm:IMPL"}}
         """))
         args = ("--bindings", str(bindings), *args)
     out = tmp_path / "results.json"
@@ -93,7 +93,7 @@ def test_hang_in_native_code_loses_only_its_check(tmp_path):
 
 
 def test_a_timeout_in_an_executor_names_the_place_only_where_the_process_says():
-    from harness.executor import Session
+    from layer_conformance.executor import Session
     session = Session()
     try:
         rec = run_check(context_for(RMSNORM, "tests.hostile.torch_hostile:Hangs", "torch", session=session),
@@ -115,7 +115,7 @@ def test_global_state_mutation_is_restored_and_reported():
     assert (torch.get_default_dtype(), torch.get_num_threads()) == before
     assert "torch default dtype" in " ".join(rec["details"]["global_state"])
     # and it does not change the verdicts of a correct layer run after it
-    from reference_impls.torch.rmsnorm import IMPL
+    from layer_conformance.reference_impls.torch.rmsnorm import IMPL
     after = check_all(RMSNORM, IMPL, "torch")
     assert all(r["outcome"] in ("passed", "skipped") for r in after.values()), after
 
@@ -123,7 +123,7 @@ def test_global_state_mutation_is_restored_and_reported():
 def test_correct_layer_passes_in_the_same_process_after_hostile_ones():
     for impl in (H.Raises, H.ReturnsNaN, H.WrongShape, H.ReturnsObject):
         run(impl, "values")
-    from reference_impls.torch.rmsnorm import IMPL
+    from layer_conformance.reference_impls.torch.rmsnorm import IMPL
     assert run(IMPL, "values")["outcome"] == "passed"
 
 
@@ -158,5 +158,5 @@ def test_jax_x64_switch_is_undone_and_reported():
     rec = run_check(context_for(RMSNORM, EnablesX64, "jax"), "values")
     assert jax.config.jax_enable_x64 == before
     assert "jax x64" in " ".join(rec["details"]["global_state"])
-    from reference_impls.jax.rmsnorm import IMPL
+    from layer_conformance.reference_impls.jax.rmsnorm import IMPL
     assert run_check(context_for(RMSNORM, IMPL, "jax"), "values")["outcome"] == "passed"

@@ -33,7 +33,7 @@ def judged(tmp_path, attacker: str, *args, checks=CHECKS, timeout=300):
     bindings.write_text(textwrap.dedent(f"""\
         - {{contract: rmsnorm, impl: "{attacker}"}}
         - {{contract: rmsnorm, impl: "tests.hostile.torch_hostile:OffByTwo"}}
-        - {{contract: rmsnorm, impl: "reference_impls.torch.rmsnorm:IMPL"}}
+        - {{contract: rmsnorm, impl: "layer_conformance.reference_impls.torch.rmsnorm:IMPL"}}
     """))
     out = tmp_path / "results.json"
     check_args = [a for c in checks for a in ("--check", c)]
@@ -142,8 +142,8 @@ def test_a_crashing_layer_under_xdist_loses_no_other_result(tmp_path):
 
 def test_unsupported_raised_through_adapter_code_is_still_the_layers():
     """Only the adapter raising on its own means "unsupported": a layer whose code is on the stack fails."""
-    from harness.errors import raised_in_adapter
-    from harness.adapters.base import Adapter
+    from layer_conformance.errors import raised_in_adapter
+    from layer_conformance.adapters.base import Adapter
     from tests.hostile.torch_hostile import RaisesThroughTheAdapter
     import torch
     try:

@@ -5,8 +5,8 @@ import textwrap
 
 import pytest
 
-from harness.contract import find_contract
-from harness.junit import junit_names
+from layer_conformance.contract import find_contract
+from layer_conformance.junit import junit_names
 from tests.test_plugin import USER_LAYER, pytest_run
 
 junitparser = pytest.importorskip("junitparser", reason="junitparser is not installed (pip install -e .[test])")

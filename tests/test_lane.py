@@ -1,4 +1,4 @@
-"""With -n 0 the compiled and export checks run on a second lane (harness.lane): a thread with layer executors
+"""With -n 0 the compiled and export checks run on a second lane (layer_conformance.lane): a thread with layer executors
 of its own. Their verdicts are those the main thread gives, a layer that hangs there is ended by the per-check
 timeout and loses only its check, and the lane works on the frameworks the main thread runs last first."""
 import json
@@ -38,7 +38,7 @@ def test_a_check_on_the_lane_gives_the_verdict_the_main_thread_gives(tmp_path):
 def test_a_layer_that_hangs_on_the_lane_loses_only_its_check(tmp_path):
     bindings = tmp_path / "bindings.yaml"
     bindings.write_text('- {contract: rmsnorm, impl: "tests.hostile.torch_hostile:HangsWhenPickled"}\n'
-                        '- {contract: rmsnorm, impl: "reference_impls.torch.rmsnorm:IMPL"}\n')
+                        '- {contract: rmsnorm, impl: "layer_conformance.reference_impls.torch.rmsnorm:IMPL"}\n')
     proc, by = _run(tmp_path, "hang", "--bindings", str(bindings), "--dtype", "float32", "--check", "values",
                     "--check", "export", "--check-timeout", "5")
     hung = by[("HangsWhenPickled", "export")]  # saving the whole module pickles it: the lane's executor hangs
@@ -77,8 +77,8 @@ class _Item:
 
 
 def test_the_lane_takes_the_frameworks_the_main_thread_runs_last_first():
-    from harness.lane import Lane
-    from harness.plugin import start_rank
+    from layer_conformance.lane import Lane
+    from layer_conformance.plugin import start_rank
     ran = []
     items = [_Item(fw, f"{fw}-{n}", check, ran) for fw in ("jax", "torch", "tensorflow") for n in (1, 2)
              for check in ("values", "compiled", "export")]

@@ -6,7 +6,7 @@ import ast
 import re
 from pathlib import Path
 
-from harness.frameworks import FRAMEWORKS
+from layer_conformance.frameworks import FRAMEWORKS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -56,7 +56,7 @@ def test_only_the_listed_files_inside_harness_name_the_frameworks():
             naming.add(rel)
     assert not naming, f"these name frameworks but are not in the README's framework list: {sorted(naming)}"
     schema = (ROOT / "harness" / "schema" / "contract.schema.json").read_text()
-    assert not quoted.search(schema), "the schema lists frameworks: they come from harness/frameworks.py"
+    assert not quoted.search(schema), "the schema lists frameworks: they come from layer_conformance/frameworks.py"
 
 
 def _imports(path: Path) -> set[str]:

@@ -23,7 +23,7 @@ def _bindings(tmp_path, *impls):
 
 
 def test_sigterm_mid_run_leaves_incomplete_results_that_say_so(tmp_path):
-    bindings = _bindings(tmp_path, "reference_impls.torch.rmsnorm:IMPL", "tests.hostile.torch_hostile:Hangs")
+    bindings = _bindings(tmp_path, "layer_conformance.reference_impls.torch.rmsnorm:IMPL", "tests.hostile.torch_hostile:Hangs")
     out = tmp_path / "results.json"
     journal = Path(str(out) + ".journal")
     proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--dtype", "float32", "--bindings", str(bindings),
@@ -55,7 +55,7 @@ def test_sigterm_mid_run_leaves_incomplete_results_that_say_so(tmp_path):
 
 
 def test_unwritable_report_path_does_not_cost_the_json(tmp_path):
-    bindings = _bindings(tmp_path, "reference_impls.torch.rmsnorm:IMPL")
+    bindings = _bindings(tmp_path, "layer_conformance.reference_impls.torch.rmsnorm:IMPL")
     out = tmp_path / "results.json"
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("a file where the report's folder should be")
@@ -71,7 +71,7 @@ def test_unwritable_report_path_does_not_cost_the_json(tmp_path):
 
 
 def test_results_file_is_replaced_atomically(tmp_path):
-    from harness import results
+    from layer_conformance import results
     path = tmp_path / "r.json"
     path.write_text("old")
     results.write(path, [], {"seed": 0}, {"complete": True, "planned": 0, "not_run": 0})

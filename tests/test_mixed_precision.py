@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.contract import bundled_contracts, load_contract
-from harness.runner import context_for, run_check
+from layer_conformance.contract import bundled_contracts, load_contract
+from layer_conformance.runner import context_for, run_check
 
 
 
@@ -42,16 +42,16 @@ def test_variables_in_the_compute_dtype_are_caught(sessions, framework, impl, fr
 
 # (framework, contract, impl, {policy: (variables, output dtype)}) for correct layers
 PASSING = [
-    ("torch", "rmsnorm", "reference_impls.torch.rmsnorm:IMPL",
+    ("torch", "rmsnorm", "layer_conformance.reference_impls.torch.rmsnorm:IMPL",
      {"torch.autocast('cpu', dtype=torch.bfloat16)": ({"gain": "float32"}, "float32")}),
-    ("torch", "linear_vjp", "reference_impls.torch.linear_vjp:IMPL",
+    ("torch", "linear_vjp", "layer_conformance.reference_impls.torch.linear_vjp:IMPL",
      {"torch.autocast('cpu', dtype=torch.bfloat16)": ({}, "float32")}),
-    ("tensorflow", "rmsnorm_bias", "reference_impls.tensorflow.rmsnorm_bias:IMPL",
+    ("tensorflow", "rmsnorm_bias", "layer_conformance.reference_impls.tensorflow.rmsnorm_bias:IMPL",
      {"mixed_float16": ({"gain": "float32", "bias": "float32"}, "float16"),
       "mixed_bfloat16": ({"gain": "float32", "bias": "float32"}, "bfloat16")}),
     ("jax", "rmsnorm", "tests.near_misses.jax_mixed:RMSNormMixed",
      {"dtype=bfloat16, param_dtype=float32": ({"gain": "float32"}, "bfloat16")}),
-    ("mxnet", "rmsnorm", "reference_impls.mxnet.rmsnorm:IMPL",
+    ("mxnet", "rmsnorm", "layer_conformance.reference_impls.mxnet.rmsnorm:IMPL",
      {"amp.init(target_dtype='float16')": ({"gain": "float32"}, "float32")}),
 ]
 
@@ -68,8 +68,8 @@ def test_correct_layer_passes_with_float32_variables(sessions, framework, contra
 
 
 NOT_APPLICABLE = [
-    ("tensorflow", "log1pexp", "reference_impls.tensorflow.log1pexp:IMPL", "a Keras dtype policy belongs to a layer"),
-    ("jax", "rmsnorm", "reference_impls.jax.rmsnorm:IMPL", "the constructor takes no dtype or param_dtype argument"),
+    ("tensorflow", "log1pexp", "layer_conformance.reference_impls.tensorflow.log1pexp:IMPL", "a Keras dtype policy belongs to a layer"),
+    ("jax", "rmsnorm", "layer_conformance.reference_impls.jax.rmsnorm:IMPL", "the constructor takes no dtype or param_dtype argument"),
 ]
 
 
@@ -81,7 +81,7 @@ def test_no_mechanism_is_not_applicable_with_its_reason(sessions, framework, con
 
 
 def test_mxnet_says_which_mechanisms_it_has(sessions):
-    rec = _run(sessions, "mxnet", "rmsnorm", "reference_impls.mxnet.rmsnorm:IMPL")
+    rec = _run(sessions, "mxnet", "rmsnorm", "layer_conformance.reference_impls.mxnet.rmsnorm:IMPL")
     policies = rec["details"]["policies"]
     assert "whole-model 16-bit, not mixed precision" in policies["Block.cast('float16')"]
     assert "none outside AMP" in policies["a dtype policy (Keras-style)"]
@@ -93,7 +93,7 @@ def test_keras_global_policy_is_left_as_it_was(sessions):
     """The policy is the layer's own (dtype=): the process's global policy stays float32 for later checks."""
     s = sessions("tensorflow")
     c = load_contract(bundled_contracts()["rmsnorm"])
-    ctx = context_for(c, "reference_impls.tensorflow.rmsnorm:IMPL", "tensorflow", session=s)
+    ctx = context_for(c, "layer_conformance.reference_impls.tensorflow.rmsnorm:IMPL", "tensorflow", session=s)
     assert run_check(ctx, "mixed_precision", timeout=300)["outcome"] == "passed"
     assert run_check(ctx, "values", timeout=300)["outcome"] == "passed"
     layer = ctx.new_layer()
@@ -103,7 +103,7 @@ def test_keras_global_policy_is_left_as_it_was(sessions):
 def test_contract_can_declare_not_applicable(tmp_path):
     pytest.importorskip("torch")  # the check runs in this process against the torch adapter
     import yaml
-    from harness.runner import context_for as ctx_for
+    from layer_conformance.runner import context_for as ctx_for
     data = yaml.safe_load(Path(bundled_contracts()["rmsnorm"]).read_text())
     data["mixed_precision"] = {"not_applicable": "a float32-only layer"}
     path = tmp_path / "rmsnorm.yaml"
@@ -117,13 +117,13 @@ def test_contract_can_declare_not_applicable(tmp_path):
 def test_a_cpu_without_bfloat16_kernels_makes_mxnet_bfloat16_not_applicable(monkeypatch):
     """The CPU, not the layer: where MXNet's oneDNN has no bfloat16 kernels (limited here to AVX2, as on
     a CPU without AVX-512), AMP's bfloat16 policy is n/a with the reason and float16 still runs."""
-    from harness.executor import Session
+    from layer_conformance.executor import Session
 
     from .conftest import executor_pythons
     monkeypatch.setenv("DNNL_MAX_CPU_ISA", "AVX2")  # read by oneDNN in the executors this session starts
     session = Session(executor_pythons("mxnet"))
     try:
-        rec = _run(lambda framework: session, "mxnet", "rmsnorm", "reference_impls.mxnet.rmsnorm:IMPL")
+        rec = _run(lambda framework: session, "mxnet", "rmsnorm", "layer_conformance.reference_impls.mxnet.rmsnorm:IMPL")
     finally:
         session.close()
     assert rec["outcome"] == "passed", rec.get("message")

@@ -8,11 +8,11 @@ import importlib.util
 
 import pytest
 
-from harness import adapters
-from harness.checks import DEFAULT_CHECKS, OPT_IN, PER_DTYPE
-from harness.contract import bundled_contracts, load_contract
-from harness.runner import check_all, run_check, context_for
-from harness.targets import bundled_impl, resolve_impl
+from layer_conformance import adapters
+from layer_conformance.checks import DEFAULT_CHECKS, OPT_IN, PER_DTYPE
+from layer_conformance.contract import bundled_contracts, load_contract
+from layer_conformance.runner import check_all, run_check, context_for
+from layer_conformance.targets import bundled_impl, resolve_impl
 from tests.mutants.catalogue import modules
 
 

@@ -7,9 +7,9 @@ import textwrap
 import numpy as np
 import pytest
 
-from harness.checks.modes import hoeffding_halfwidth
-from harness.contract import ContractError, bundled_contracts, load_contract
-from harness.runner import context_for, run_check
+from layer_conformance.checks.modes import hoeffding_halfwidth
+from layer_conformance.contract import ContractError, bundled_contracts, load_contract
+from layer_conformance.runner import context_for, run_check
 
 NEW = ["sign_ste", "clipped_relu_grad", "scaled_tanh", "log1pexp", "linear_vjp", "softmax_cross_entropy",
        "fourier_half", "clamp_ste", "scaled", "rmsnorm_bias", "dropout", "checkpointed_tanh_stack", "safe_norm"]
@@ -44,7 +44,7 @@ torch = pytest.importorskip("torch")
 
 
 def torch_run(name, check, impl=None, seed=0):
-    from harness.targets import bundled_impl, resolve_impl
+    from layer_conformance.targets import bundled_impl, resolve_impl
     ctx = context_for(contract(name), resolve_impl(impl or bundled_impl("torch", name)), "torch", seed=seed)
     return run_check(ctx, check)
 
@@ -91,15 +91,15 @@ def test_values_compare_dropout_in_evaluation_mode():
 
 
 def test_log1pexp_worked_example_is_finite_at_1000():
-    from reference_impls.torch.log1pexp import IMPL
+    from layer_conformance.reference_impls.torch.log1pexp import IMPL
     x = torch.tensor([0.0, 100.0, 1000.0], requires_grad=True)
     IMPL.apply(x).sum().backward()
     assert x.grad.tolist() == [0.5, 1.0, 1.0]
 
 
 def test_safe_norm_forward_mode_gives_the_documented_pair():
-    from harness.adapters import get_adapter
-    from reference_impls.torch.safe_norm import IMPL
+    from layer_conformance.adapters import get_adapter
+    from layer_conformance.reference_impls.torch.safe_norm import IMPL
     out, tangent = get_adapter("torch").jvp(IMPL.apply, None, [np.array([3.0, 4.0], np.float32)],
                                             [np.array([1.0, 0.0], np.float32)])
     assert (float(out), float(tangent)) == pytest.approx((5.0, 0.6))
@@ -107,7 +107,7 @@ def test_safe_norm_forward_mode_gives_the_documented_pair():
 
 
 def test_zero_d_inputs_stay_zero_d():
-    from harness.adapters import get_adapter
+    from layer_conformance.adapters import get_adapter
     assert tuple(get_adapter("torch").tensor(np.array(3.0, np.float32)).shape) == ()
 
 
@@ -123,8 +123,8 @@ def test_properties_run_each_stated_kind():
 # --- an adapter without the new methods is skipped, honestly ------------------------------------
 
 def _adapter_without(*methods, raising=()):
-    from harness.adapters.base import Adapter
-    from harness.adapters.torch import FrameworkAdapter
+    from layer_conformance.adapters.base import Adapter
+    from layer_conformance.adapters.torch import FrameworkAdapter
 
     def not_yet(self, *a, **k):
         raise NotImplementedError
@@ -141,7 +141,7 @@ def _adapter_without(*methods, raising=()):
     ("centered", "properties", "nest"),
 ])
 def test_a_missing_adapter_method_is_a_skip_with_the_reason(name, check, method):
-    from harness.targets import bundled_impl, resolve_impl
+    from layer_conformance.targets import bundled_impl, resolve_impl
     ctx = context_for(contract(name), resolve_impl(bundled_impl("torch", name)), "torch")
     for how in ({"methods": (method,)}, {"raising": (method,)}):
         ctx.adapter = _adapter_without(*how.get("methods", ()), raising=how.get("raising", ()))
@@ -169,7 +169,7 @@ def test_an_unknown_property_kind_is_a_contract_error(tmp_path):
         name: c
         kind: layer
         cases: [{name: a, inputs: {X: {shape: [2], dtype: float32}}}]
-        reference: {module: reference_impls.numpy.centered}
+        reference: {module: layer_conformance.reference_impls.numpy.centered}
         properties: [{kind: mean_zeroo}]
         """)
     with pytest.raises(ContractError) as err:
@@ -182,7 +182,7 @@ def test_modes_needs_a_rate_and_an_input(tmp_path):
         name: c
         kind: layer
         cases: [{name: a, inputs: {X: {shape: [2], dtype: float32}}}]
-        reference: {module: reference_impls.numpy.dropout}
+        reference: {module: layer_conformance.reference_impls.numpy.dropout}
         modes: {eval: identity, train: {kind: inverted_dropout}}
         """)
     with pytest.raises(ContractError) as err:

@@ -1,7 +1,7 @@
 """Node ids are built and read back in one place (the plugin, the xdist scheduler, crash records)."""
 import pytest
 
-from harness.nodeids import parse, target_name
+from layer_conformance.nodeids import parse, target_name
 
 
 @pytest.mark.parametrize("contract,impl,framework,device,dtype,check", [

@@ -9,9 +9,9 @@ import json
 
 import pytest
 
-from harness import adapters
-from harness.checks import PER_DTYPE
-from harness.contract import bundled_contracts, load_contract
+from layer_conformance import adapters
+from layer_conformance.checks import PER_DTYPE
+from layer_conformance.contract import bundled_contracts, load_contract
 from tests.test_plugin import ROOT, pytest_run
 
 FRAMEWORKS = [fw for fw in adapters.FRAMEWORKS if adapters.installed(fw)]

@@ -11,7 +11,7 @@ import importlib.util
 
 import pytest
 
-from harness import results
+from layer_conformance import results
 
 requires_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch")
 ROOT = Path(__file__).resolve().parent.parent

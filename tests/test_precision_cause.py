@@ -1,4 +1,4 @@
-"""A failure in a dtype says which precision the layer computes at (harness.checks.precision), in every
+"""A failure in a dtype says which precision the layer computes at (layer_conformance.checks.precision), in every
 framework, through executors as a user's run goes: the source chapter's RMSNorm, whose mean square is taken
 in the input's own dtype, fails float16 with "computes in float16 arithmetic"; a layer that computes in
 float32 whatever its input fails float64 with "computes float64 inputs at float32 precision"; an error no
@@ -6,8 +6,8 @@ precision explains is given in ulps beside the native layer's. The cause is in t
 correct layers stay green in those dtypes."""
 import pytest
 
-from harness.contract import bundled_contracts, load_contract
-from harness.runner import context_for, run_check
+from layer_conformance.contract import bundled_contracts, load_contract
+from layer_conformance.runner import context_for, run_check
 from tests.mutants.precision_causes import FLOAT32, NARROW
 
 UPCAST = {"torch": "`x.to(torch.float32)`", "tensorflow": '`ops.cast(x, "float32")`',
@@ -59,7 +59,7 @@ def test_an_error_no_precision_explains_is_given_in_ulps_beside_the_native_layer
 @pytest.mark.parametrize("framework", ["torch", "tensorflow", "jax", "mxnet"])
 @pytest.mark.parametrize("dtype", ["float16", "float64"])
 def test_the_bundled_layer_passes_where_the_mutants_fail(sessions, framework, dtype):
-    impl = f"reference_impls.{framework}.rmsnorm:IMPL"
+    impl = f"layer_conformance.reference_impls.{framework}.rmsnorm:IMPL"
     for check in ("values", "gradients"):
         got = _run(sessions, framework, impl, dtype, check)
         assert got["outcome"] == "passed", got

@@ -68,7 +68,7 @@ REFUSING = textwrap.dedent("""\
 def test_update_expectations_records_every_failure_exits_0_and_stores_portable_reasons(tmp_path):
     """The layer lives in an installed environment outside the project (its site-packages): the stored reason
     names its file from the package on, and is cut between words."""
-    from harness.gate import load_expectations
+    from layer_conformance.gate import load_expectations
     site = tmp_path / "env" / "lib" / "python3.x" / "site-packages"
     (site / "mypkg").mkdir(parents=True)
     (site / "mypkg" / "__init__.py").write_text("")
@@ -129,7 +129,7 @@ def test_a_check_the_contract_never_asks_for_is_no_item_and_stays_n_a_in_the_mat
     """clipped_relu_grad is a function contract without forward mode: `parameters` and `forward_mode` can never
     run there. pytest collects no item for them (so `skipped` means "could run, but not here"); the results
     file and the HTML still show them n/a with the contract's reason, outside the plan."""
-    from harness import results
+    from layer_conformance import results
     proc = pytest_run("-v", "--contract", "clipped_relu_grad", "--framework", "torch", "--dtype", "float32",
                       "--check", "values", "--check", "forward_mode", "--check", "parameters",
                       "--conformance-json", "r.json", "--conformance-html", "r.html", cwd=tmp_path)
@@ -196,7 +196,7 @@ SAYS_COMPILED = textwrap.dedent("""\
 def test_a_failing_keras_check_keeps_the_layers_stderr_and_no_harness_warning(tmp_path):
     """The layer's words reach the failing check's record (details.stderr_tail), not the terminal; the harness's
     own retracing of its traced gradient step, which ran all the check's cases, is not among them."""
-    from harness import results
+    from layer_conformance import results
     args = _keras_user(tmp_path, SAYS_COMPILED)
     args = tuple(a.replace("mylayer:RMSNorm", "mylayer:SaysCompiled") for a in args)
     proc = pytest_run(*args, "--check", "compiled", cwd=tmp_path)
@@ -257,7 +257,7 @@ def test_a_layer_that_floods_stderr_does_not_reach_the_output(tmp_path):
 @requires_torch
 def test_a_failing_check_keeps_the_last_of_the_layers_stderr_with_its_warnings(tmp_path):
     """A bounded tail (the last 64 KiB) of what the layer wrote in the check, its own Python warning included."""
-    from harness import results
+    from layer_conformance import results
     (tmp_path / "loud.py").write_text(LOUD)
     proc = pytest_run("--contract", "rmsnorm", "--impl", "loud:Marked", "--dtype", "float32", "--check", "values",
                       "--conformance-json", "r.json", cwd=tmp_path)

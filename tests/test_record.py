@@ -1,4 +1,4 @@
-"""The result record (harness.record) and the results file that stores it (harness.results)."""
+"""The result record (layer_conformance.record) and the results file that stores it (layer_conformance.results)."""
 import ast
 import json
 import subprocess
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import results
-from harness.record import KEY, Record
-from harness.report.html import build_data
+from layer_conformance import results
+from layer_conformance.record import KEY, Record
+from layer_conformance.report.html import build_data
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -153,6 +153,7 @@ def _import_graph(root: Path) -> dict[str, set[str]]:
     cycle all the same)."""
     def name(p: Path) -> str:
         parts = list(p.relative_to(root.parent).with_suffix("").parts)
+        parts[0] = "layer_conformance" if parts[0] == "harness" else parts[0]   # the folder's installed name
         return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
     files = {name(p): p for p in root.rglob("*.py")}
     graph: dict[str, set[str]] = {}
@@ -217,21 +218,21 @@ def test_the_cycle_finder_finds_a_cycle_through_a_lazy_import(tmp_path):
     (pkg / "gate" / "__init__.py").write_text("from .hooks import x\n")
     (pkg / "gate" / "hooks.py").write_text("def f():\n    from ..report import y\n")
     (pkg / "report.py").write_text("from .gate import compare\n")
-    assert _cycles(_import_graph(pkg)) == [["harness.gate", "harness.gate.hooks", "harness.report"]]
+    assert _cycles(_import_graph(pkg)) == [["layer_conformance.gate", "layer_conformance.gate.hooks", "layer_conformance.report"]]
 
 
 def test_the_harness_import_map_has_no_cycle():
     graph = _import_graph(ROOT / "harness")
-    assert "harness.results" in graph["harness.gate.hooks"] and "harness.plugin" in graph["harness.gate.hooks"]
+    assert "layer_conformance.results" in graph["layer_conformance.gate.hooks"] and "layer_conformance.plugin" in graph["layer_conformance.gate.hooks"]
     assert _cycles(graph) == []
-    assert graph["harness.record"] == set(), "the record type imports nothing else from the harness"
+    assert graph["layer_conformance.record"] == set(), "the record type imports nothing else from the harness"
 
 
 def test_no_arrow_runs_from_the_adapters_to_the_checks():
     graph = _import_graph(ROOT / "harness")
-    adapters = {m: deps for m, deps in graph.items() if m.startswith("harness.adapters")}
+    adapters = {m: deps for m, deps in graph.items() if m.startswith("layer_conformance.adapters")}
     assert adapters, "no adapter modules found"
-    wrong = {m: sorted(d for d in deps if d.startswith("harness.checks")) for m, deps in adapters.items()}
+    wrong = {m: sorted(d for d in deps if d.startswith("layer_conformance.checks")) for m, deps in adapters.items()}
     assert not {m: d for m, d in wrong.items() if d}
 
 
@@ -242,7 +243,7 @@ def test_the_gate_uses_no_private_name_of_the_plugin():
                 assert not [a.name for a in node.names if a.name.startswith("_")], path
 
 
-@pytest.mark.parametrize("module", ["harness.gate", "harness.report", "harness.results", "harness.cli"])
+@pytest.mark.parametrize("module", ["layer_conformance.gate", "layer_conformance.report", "layer_conformance.results", "layer_conformance.cli"])
 def test_each_module_imports_alone(module):
     proc = subprocess.run([sys.executable, "-c", f"import {module}"], cwd=ROOT, capture_output=True, text=True,
                           timeout=120)

@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from harness.contract import find_contract
+from layer_conformance.contract import find_contract
 from tests.test_plugin import USER_LAYER, pytest_run
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch")

@@ -7,10 +7,10 @@ import sys
 
 import pytest
 
-from harness import results
-from harness.cli import main as cli_main
-from harness.gate import compare
-from harness.report import build_data, render_html, repro_command, write_html
+from layer_conformance import results
+from layer_conformance.cli import main as cli_main
+from layer_conformance.gate import compare
+from layer_conformance.report import build_data, render_html, repro_command, write_html
 
 HOSTILE = '<img src=x onerror="window.__pwned=1">'
 SCRIPT_BREAK = '</script><script>window.__pwned=2</script><!--'
@@ -24,7 +24,7 @@ def _rec(contract, impl, framework, check, outcome, message="", device="cpu", **
 
 def sample_doc(extra=()):
     """A small but varied results document: every status, two frameworks, a user impl, hostile text."""
-    ref = "reference_impls.{}.{}:IMPL"
+    ref = "layer_conformance.reference_impls.{}.{}:IMPL"
     recs = []
     for fw in ("torch", "jax"):
         for check in ("parameters", "values", "gradients"):
@@ -119,7 +119,7 @@ def test_statuses_numbers_and_repro_commands():
     assert by[("rmsnorm", "jax", "cpu", "values")]["row"] == "reference"
     assert "--device cuda" in by[("centered", "torch", "cuda", "values")]["repro"]
     bundled = by[("rmsnorm", "jax", "cpu", "values")]["repro"]
-    assert bundled == "pytest --contract rmsnorm --impl reference_impls.jax.rmsnorm:IMPL --framework jax --check values --seed 7"
+    assert bundled == "pytest --contract rmsnorm --impl layer_conformance.reference_impls.jax.rmsnorm:IMPL --framework jax --check values --seed 7"
 
 
 def test_repro_quotes_a_user_contract_path():
@@ -191,14 +191,14 @@ def test_cli_usage_errors_exit_4(tmp_path, capsys):
 
 def test_python_dash_m_entry_point(tmp_path):
     (tmp_path / "a.json").write_text(json.dumps(sample_doc()))
-    proc = subprocess.run([sys.executable, "-m", "harness", "report", str(tmp_path / "a.json"), "-o",
+    proc = subprocess.run([sys.executable, "-m", "layer_conformance", "report", str(tmp_path / "a.json"), "-o",
                            str(tmp_path / "r.html")], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "r.html").exists()
 
 
 def test_an_absent_device_is_marked_unavailable_not_failed():
-    from harness.report.html import build_data
+    from layer_conformance.report.html import build_data
     rec = {"contract": "rmsnorm", "impl": "m:L", "framework": "torch", "device": "cuda", "check": "values",
            "outcome": "skipped", "message": "no CUDA device for torch here", "unavailable": True}
     ok = dict(rec, device="cpu", outcome="passed", message="", unavailable=False)
@@ -228,7 +228,7 @@ def buggy_doc():
 
 
 def test_a_cell_names_its_failed_and_passed_counts():
-    from harness.report.html import cell_lines
+    from layer_conformance.report.html import cell_lines
     (cell,) = _cells(build_data(buggy_doc())).values()
     assert cell_lines(cell) == ["\u2717 FAIL", "7 failed \u00b7 1 passed \u00b7 6 skipped"]
     doc, base = sample_doc(), sample_baseline()
@@ -243,7 +243,7 @@ def test_a_cell_names_its_failed_and_passed_counts():
 
 
 def test_the_page_draws_cells_with_the_same_words():
-    from harness.report.html import COUNT_WORDS, LOOK
+    from layer_conformance.report.html import COUNT_WORDS, LOOK
     data = embedded(render_html(buggy_doc()))
     assert data["look"] == LOOK and data["count_words"] == COUNT_WORDS
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from harness.scheduling import FrameworkGroupScheduling
+from layer_conformance.scheduling import FrameworkGroupScheduling
 
 
 class _Node:
@@ -87,15 +87,15 @@ def test_one_process_runs_framework_by_framework_in_start_order():
     import sys
     from pathlib import Path
 
-    from harness.frameworks import FRAMEWORKS
+    from layer_conformance.frameworks import FRAMEWORKS
     root = Path(__file__).resolve().parent.parent
     done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--collect-only", "-q",
                            "-n", "0", "--dtype", "float32", "--framework", "torch", "--framework", "tensorflow",
                            "--framework", "jax"], cwd=root, capture_output=True, text=True, timeout=300)
-    from harness.checks import ALONGSIDE
+    from layer_conformance.checks import ALONGSIDE
     ids = [ln for ln in done.stdout.splitlines() if "::" in ln]
     lane = [i.rpartition("::")[2] in ALONGSIDE for i in ids]
-    assert lane == sorted(lane), "the second lane's items (harness.lane) come after all the others"
+    assert lane == sorted(lane), "the second lane's items (layer_conformance.lane) come after all the others"
     for part in (False, True):  # the main thread's items, then the lane's, each framework by framework
         order = [i.split("[")[1].split("-")[0] for i, on_lane in zip(ids, lane) if on_lane is part]
         runs = [fw for n, fw in enumerate(order) if n == 0 or order[n - 1] != fw]
@@ -111,7 +111,7 @@ def test_one_process_runs_a_frameworks_fresh_process_checks_after_its_others():
     import sys
     from pathlib import Path
 
-    from harness.checks import FRESH_PROCESS
+    from layer_conformance.checks import FRESH_PROCESS
     root = Path(__file__).resolve().parent.parent
     done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--collect-only", "-q",
                            "-n", "0", "--dtype", "float32", "--framework", "torch", "--framework", "jax",

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.nodeids import parse as parse_nodeid
+from layer_conformance.nodeids import parse as parse_nodeid
 
 pytest.importorskip("pytest_split")
 pytest.importorskip("torch")
@@ -32,7 +32,7 @@ def _pytest(*args, timeout=600):
 
 
 def _harness(*args):
-    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=ROOT, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "layer_conformance", *args], cwd=ROOT, capture_output=True, text=True,
                           timeout=120)
 
 

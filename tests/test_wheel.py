@@ -71,7 +71,7 @@ class RMSNorm(nnx.Module):
 ''',
     "mxnet": '''
 import numpy as np
-from harness.adapters.mxnet_shim import apply
+from layer_conformance.adapters.mxnet_shim import apply
 
 apply()  # the README's shim, before importing mxnet
 from mxnet import init
@@ -162,7 +162,7 @@ def test_one_extra_alone_passes_a_correct_layer(tmp_path, name):
     python = _wheel_venv(name)
     framework = name.split("-")[0]
     env = _clean_env()
-    proc, out = _run([python, "-c", "import harness, harness.contract as c; print(harness.__file__); "
+    proc, out = _run([python, "-c", "import layer_conformance, layer_conformance.contract as c; print(layer_conformance.__file__); "
                       "print(c.SPECS_DIR); print(' '.join(c.bundled_contracts()))"], env=env, cwd=tmp_path)
     assert proc.returncode == 0, out
     where, specs, names = proc.stdout.splitlines()
@@ -170,13 +170,26 @@ def test_one_extra_alone_passes_a_correct_layer(tmp_path, name):
     assert Path(where).is_relative_to(venv) and Path(specs).is_relative_to(venv), out
     assert set(names.split()) == {p.stem for p in (ROOT / "specs").glob("*.yaml")}
 
-    # the user's project: a module of their own, the README's command run from its directory
+    # nothing of the repository's folder names is installed at the top level
+    proc, out = _run([python, "-c", "import importlib.util as u; print([n for n in ('harness', 'reference_impls', "
+                      "'specs') if u.find_spec(n)])"], env=env, cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout.strip() == "[]", out
+
+    # the user's project: a module of their own, and folders named like the repository's (which the installed
+    # package must never import), the README's command run from its directory with `python -m pytest`, which
+    # puts that directory first on sys.path
     project = tmp_path / "project"
     project.mkdir()
     (project / "mylayer.py").write_text(textwrap.dedent(USER_LAYERS[framework]))
+    for folder in ("harness", "reference_impls"):
+        (project / folder).mkdir()
+        (project / folder / "__init__.py").write_text(f"raise ImportError('the project\\'s own {folder} was imported')\n")
+    (project / "harness" / "plugin.py").write_text("raise ImportError('the project\\'s own harness.plugin')\n")
     pytest_cmd = python.parent / "pytest"
-    proc, out = _run([pytest_cmd, "-p", "no:cacheprovider", "--contract", "rmsnorm", "--impl", "mylayer:RMSNorm",
-                      *BINDING_ARGS.get(framework, []), "--conformance-json", "out.json"], env=env, cwd=project)
+    proc, out = _run([python, "-m", "pytest", "-p", "no:cacheprovider", "--contract", "rmsnorm", "--impl",
+                      "mylayer:RMSNorm", *BINDING_ARGS.get(framework, []), "--conformance-json", "out.json"],
+                     env=env, cwd=project)
+    assert "own harness" not in out and "own reference_impls" not in out, out
     assert proc.returncode == 0, out
     results = json.loads((project / "out.json").read_text())["results"]
     assert {r["contract"] for r in results} == {"rmsnorm"} and {r["framework"] for r in results} == {framework}
@@ -207,7 +220,7 @@ def test_editable_install_reads_the_checkout_specs(tmp_path, fresh_venv):
     python = fresh_venv
     proc, out = _run([python, "-m", "pip", "install", "-q", "--no-compile", "-e", src], env=env)
     assert proc.returncode == 0, out
-    proc, out = _run([python, "-c", "import harness.contract as c; print(c.SPECS_DIR); "
+    proc, out = _run([python, "-c", "import layer_conformance.contract as c; print(c.SPECS_DIR); "
                       "print(' '.join(c.bundled_contracts()))"], env=env, cwd=tmp_path)
     assert proc.returncode == 0, out
     specs, names = proc.stdout.splitlines()

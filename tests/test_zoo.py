@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness import adapters
-from harness.contract import bundled_contracts, load_contract
-from harness.runner import check_all, context_for, run_check
-from harness.targets import bundled_impl, resolve_impl
+from layer_conformance import adapters
+from layer_conformance.contract import bundled_contracts, load_contract
+from layer_conformance.runner import check_all, context_for, run_check
+from layer_conformance.targets import bundled_impl, resolve_impl
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -73,9 +73,9 @@ def test_a_layer_that_answers_float64_in_float32_passes_and_says_why_no_finite_d
 
 def _fd(layer_factory, dtype_compute=None):
     """The finite-difference comparison alone on rmsnorm's first case, for a gain-free layer."""
-    from harness.checks.common import reference_forward as _reference_forward
-    from harness.checks.numerics import _finite_difference
-    from harness import inputs as inputs_mod
+    from layer_conformance.checks.common import reference_forward as _reference_forward
+    from layer_conformance.checks.numerics import _finite_difference
+    from layer_conformance import inputs as inputs_mod
     c = _contract("rmsnorm")
     ctx = context_for(c, layer_factory, "torch")
     x = ctx.first_inputs()
@@ -137,7 +137,7 @@ def test_third_party_bindings_pass_every_check(tmp_path):
     pytest.importorskip("transformers")
     pytest.importorskip("optax")
     import yaml
-    from harness.errors import HARNESS_ERRORS_ENV
+    from layer_conformance.errors import HARNESS_ERRORS_ENV
     bindings = yaml.safe_load(THIRD_PARTY.read_text())
     missing = sorted({b["framework"] for b in bindings if not adapters.installed(b["framework"])})
     if missing:
@@ -172,8 +172,8 @@ def test_third_party_bindings_pass_every_check(tmp_path):
 def test_the_harness_error_instrument_names_harness_code_and_not_the_layer(tmp_path, monkeypatch):
     """What the zoo run's instrument writes: an exception from inside the harness (here the attribute walker
     handed no predicate), never one the code under test raised."""
-    from harness.adapters.walk import walk_attributes
-    from harness.errors import HARNESS_ERRORS_ENV, note_harness_error
+    from layer_conformance.adapters.walk import walk_attributes
+    from layer_conformance.errors import HARNESS_ERRORS_ENV, note_harness_error
     said = tmp_path / "harness-errors.txt"
     monkeypatch.setenv(HARNESS_ERRORS_ENV, str(said))
     with pytest.raises(TypeError) as harness_raised:

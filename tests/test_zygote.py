@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from harness.executor.client import CheckTimeout, Executor
-from harness.executor.session import Session
+from layer_conformance.executor.client import CheckTimeout, Executor
+from layer_conformance.executor.session import Session
 
 pytest.importorskip("torch")
 
@@ -109,10 +109,10 @@ def test_an_interrupted_run_kills_the_fresh_executor_in_use(session):
 
 def test_without_a_session_fresh_executors_are_forked_from_this_process_zygote():
     # checks run in this process (the harness's own tests) get fresh processes the same way, not started anew
-    from harness.contract import bundled_contracts, load_contract
-    from harness.executor.session import local_zygote
-    from harness.runner import context_for
-    ctx = context_for(load_contract(bundled_contracts()["rmsnorm"]), "reference_impls.torch.rmsnorm:IMPL", "torch")
+    from layer_conformance.contract import bundled_contracts, load_contract
+    from layer_conformance.executor.session import local_zygote
+    from layer_conformance.runner import context_for
+    ctx = context_for(load_contract(bundled_contracts()["rmsnorm"]), "layer_conformance.reference_impls.torch.rmsnorm:IMPL", "torch")
     assert ctx.session is None
     with ctx.fresh_adapter() as fresh:
         assert _eval(fresh._executor, "__import__('os').getppid()") == local_zygote("torch").pid
@@ -124,7 +124,7 @@ def test_a_fresh_executor_has_what_its_formats_load_already_imported(session, fr
     batch dimension's sympy modules) is imported once, in the zygote, not in every fresh executor."""
     pytest.importorskip(framework)
     import importlib
-    wanted = importlib.import_module(f"harness.adapters.{framework}").FrameworkAdapter.preloaded
+    wanted = importlib.import_module(f"layer_conformance.adapters.{framework}").FrameworkAdapter.preloaded
     assert wanted
     with session.fresh_adapter(framework) as fresh:
         missing = _eval(fresh._executor, f"[m for m in {list(wanted)!r} if m not in __import__('sys').modules]")
@@ -132,8 +132,8 @@ def test_a_fresh_executor_has_what_its_formats_load_already_imported(session, fr
 
 
 def test_a_preloaded_module_another_version_lacks_is_left_out(monkeypatch):
-    from harness.adapters.torch import FrameworkAdapter
-    from harness.executor import server
+    from layer_conformance.adapters.torch import FrameworkAdapter
+    from layer_conformance.executor import server
     monkeypatch.setattr(FrameworkAdapter, "preloaded", ("no_such_module_in_any_torch", "json"))
     server._preload("torch")  # no error: the zygote starts without it
     with pytest.raises(ModuleNotFoundError):
@@ -164,7 +164,7 @@ def test_in_a_run_with_fresh_processes_the_native_executor_forks_the_zygote(sess
         assert _ppid(zygote.pid) == native.pid  # forked by the native executor, not started by the judge
         assert _eval(child, "__import__('os').getppid()") == zygote.pid
         assert _eval(child, "'torch._dynamo' in __import__('sys').modules") is True
-        assert _eval(zygote, "'harness.adapters.torch' in __import__('sys').modules") is True
+        assert _eval(zygote, "'layer_conformance.adapters.torch' in __import__('sys').modules") is True
         assert fresh.numpy(fresh.tensor(__import__("numpy").ones(3))).sum() == 3.0
     # the native executor went on to start as usual after the fork, and serves
     assert native.hello["name"] == "torch"

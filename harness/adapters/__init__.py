@@ -23,7 +23,7 @@ def get_adapter(name: str):
     if name not in FRAMEWORKS:
         raise KeyError(f"unknown framework {name!r}; known: {', '.join(FRAMEWORKS)}")
     if name not in _cache:
-        mod = importlib.import_module(f"harness.adapters.{name}")
+        mod = importlib.import_module(f"layer_conformance.adapters.{name}")
         adapter = mod.FrameworkAdapter()
         adapter.configure_early()
         _cache[name] = adapter

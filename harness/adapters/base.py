@@ -5,7 +5,7 @@ Conventions shared by every adapter:
 - a *layer* is the user's object after ``build``; a *function* is wrapped by
   ``as_callable`` so that checks call both the same way;
 - state is addressed by the framework's own dotted names (``gain``, ``0.weight``);
-  ``harness.slots`` maps contract slots onto them.
+  ``layer_conformance.slots`` maps contract slots onto them.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """MXNet Gluon 1.9.1 adapter.
 
-MXNet 1.9.1 needs numpy<2 and, on numpy >= 1.24, ``harness.adapters.mxnet_shim.apply()``
+MXNet 1.9.1 needs numpy<2 and, on numpy >= 1.24, ``layer_conformance.adapters.mxnet_shim.apply()``
 before the first ``import mxnet`` (user modules that import mxnet themselves must call it
 first too). Works with legacy ``mx.nd`` arrays and, after ``npx.set_np()``, ``mx.np`` arrays.
 

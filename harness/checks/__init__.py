@@ -57,7 +57,7 @@ PER_DTYPE = ("values", "native", "gradients", "forward_mode", "second_order", "p
 FRESH_PROCESS = ("export", "mixed_precision")
 
 # The checks that, in a run of one process (-n 0), run on a second lane of layer executors, on a thread beside
-# the others (harness.lane): together they take about as long as all the others, and the others leave a core idle.
+# the others (layer_conformance.lane): together they take about as long as all the others, and the others leave a core idle.
 ALONGSIDE = ("compiled", "export")
 
 __all__ = ["ALONGSIDE", "CHECKS", "DEFAULT_CHECKS", "FRESH_PROCESS", "OPT_IN", "PER_DTYPE", "CheckContext", "CheckFailed", "CheckSkipped", "unexpected_error"]

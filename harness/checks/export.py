@@ -112,7 +112,7 @@ def check_export(ctx):
                         outcome[fmt] = f"skipped: {exc}"
                         continue
                     if missing_dependency(exc):
-                        raise  # the environment's problem, not the format's: a usage error (harness.runner)
+                        raise  # the environment's problem, not the format's: a usage error (layer_conformance.runner)
                     problems.append(_said(f"saving as {fmt} failed: {_text(exc)}", _format_hint("export_save", fmt)))
                     outcome[fmt] = "failed"
         finally:
@@ -235,7 +235,7 @@ def _compare_format(ctx, fmt, notes, ran, cases, original, problems) -> str:
         return f"skipped: {ran[1]}"
     if ran[0] == "load failed":
         if missing_dependency(ran[1]):
-            raise ran[1]  # the environment's problem, not the format's: a usage error (harness.runner)
+            raise ran[1]  # the environment's problem, not the format's: a usage error (layer_conformance.runner)
         text = _text(ran[1])
         problems.append(_said(f"{fmt}: loading in a fresh process failed: {text}", _load_hint(fmt, text)))
         return "failed"

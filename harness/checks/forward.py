@@ -37,7 +37,7 @@ def _reference_jt(ctx, ref_vjp, inputs, state, idx, names, tangents, out_shape, 
 
 def check_forward_mode(ctx):
     """Worked examples exactly as stated; every case against the reference's linear map."""
-    spec = ctx.contract.forward_mode   # present: harness.checks.applicable
+    spec = ctx.contract.forward_mode   # present: layer_conformance.checks.applicable
     from .common import reference_forward
     adapter, contract = ctx.adapter, ctx.contract
     state = inputs_mod.test_state(contract)

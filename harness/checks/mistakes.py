@@ -35,7 +35,7 @@ class Hint:
 
 
 _STATE = ("parameters", "buffers")
-# the checks that compare numbers in each dtype (harness.checks.PER_DTYPE)
+# the checks that compare numbers in each dtype (layer_conformance.checks.PER_DTYPE)
 _NUMERIC = ("values", "native", "gradients", "forward_mode", "second_order", "properties", "modes")
 HINTS: dict[str, Hint] = {h.id: h for h in (
     # --- how state is registered: parameters, buffers -----------------------------------------------
@@ -230,7 +230,7 @@ HINTS: dict[str, Hint] = {h.id: h for h in (
          }),
     # --- dtypes ----------------------------------------------------------------------------------------
     # the precision a failure in a dtype comes from, measured where a per-dtype check fails in a dtype other
-    # than the cases' own (harness.checks.precision); each names the knob that narrows a layer's claim
+    # than the cases' own (layer_conformance.checks.precision); each names the knob that narrows a layer's claim
     Hint("computes_narrow", _NUMERIC,
          "the layer's forward fails in the dtype, and the same layer built and run one dtype wider on the same "
          "inputs and state, rounded back, is within tolerance of the reference",

@@ -37,7 +37,7 @@ def check_modes(ctx):
     """Eval: the identity, bit for bit. Train (``inverted_dropout``): zero fraction within a
     Hoeffding bound of the rate, survivors scaled by 1 / (1 - rate), a fresh mask per call.
     Both through the framework's switch on a container holding the layer."""
-    spec = ctx.contract.modes   # a layer's, stated: harness.checks.applicable
+    spec = ctx.contract.modes   # a layer's, stated: layer_conformance.checks.applicable
     require(ctx, "nest", "manual_seed")
     adapter, contract = ctx.adapter, ctx.contract
     train = spec["train"]

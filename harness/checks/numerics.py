@@ -59,7 +59,7 @@ def check_values(ctx):
         if diff:
             problems.append(diff)
     if problems:
-        from .mistakes import recognize  # a precision cause is the runner's to add (harness.checks.precision)
+        from .mistakes import recognize  # a precision cause is the runner's to add (layer_conformance.checks.precision)
         known = recognize(ctx, state, outputs)
         raise CheckFailed("; ".join(problems) + (f". {known}" if known else ""), max_abs_error=worst)
     return {"max_abs_error": worst, **({"note": unset} if unset else {})}
@@ -67,7 +67,7 @@ def check_values(ctx):
 
 def check_native(ctx):
     """Against the framework's own layer, with the same state, where the contract names one."""
-    spec = ctx.contract.native[ctx.adapter.name]   # one is named: harness.checks.applicable
+    spec = ctx.contract.native[ctx.adapter.name]   # one is named: layer_conformance.checks.applicable
     if "function" in spec:
         return check_native_function(ctx, spec)
     cls = import_native(ctx, spec["class"])

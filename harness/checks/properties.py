@@ -91,7 +91,7 @@ KINDS = {"mean_zero": _mean_zero, "mean_square": _mean_square, "causal_mask": _c
 
 def check_properties(ctx):
     """Every property the contract states, each by its kind's single implementation."""
-    props = ctx.contract.properties   # a layer's, stated: harness.checks.applicable
+    props = ctx.contract.properties   # a layer's, stated: layer_conformance.checks.applicable
     if any(p.get("after_dense") for p in props):
         require(ctx, "nest")
     problems, checked = [], []

@@ -31,7 +31,7 @@ def _float64(a):
 
 def check_second_order(ctx):
     """Every named case against the reference's Hessian-vector product."""
-    spec = ctx.contract.second_order   # present: harness.checks.applicable
+    spec = ctx.contract.second_order   # present: layer_conformance.checks.applicable
     from .common import reference_forward
     adapter, contract = ctx.adapter, ctx.contract
     mod, _, _ = contract.reference()

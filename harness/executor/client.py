@@ -81,7 +81,7 @@ class RemoteError(Exception):
         self.remote_text = info["text"]
         self.origin = origin
         self.in_adapter = bool(info.get("in_adapter"))  # a NotImplementedError of the adapter itself
-        self.missing_dependency = info.get("missing_dependency")  # harness.errors.missing_dependency, said there
+        self.missing_dependency = info.get("missing_dependency")  # layer_conformance.errors.missing_dependency, said there
 
 
 class Remote:
@@ -236,7 +236,7 @@ class Executor:
         path = [os.getcwd(), root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
         self.hello, self.forked_pid = {}, None
         self.gateway = self._gateway(execnet)
-        self.channel = self.gateway.remote_exec("from harness.executor.server import serve; serve(channel)")
+        self.channel = self.gateway.remote_exec("from layer_conformance.executor.server import serve; serve(channel)")
         # the harness package must be importable before the config arrives: it sits on PYTHONPATH
         import tempfile
         self._close_stacks()

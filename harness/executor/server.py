@@ -109,7 +109,7 @@ class Server:
             # an op has thread pools, and a fork keeps only the forking thread)
             _preload(self.framework)
         elif self.framework:
-            from harness.adapters import get_adapter  # an adapter module prepares its framework's import
+            from layer_conformance.adapters import get_adapter  # an adapter module prepares its framework's import
             self.adapter = get_adapter(self.framework)
             if config.get("role") == "layer":
                 # modules that replace the framework's own functions when first imported (torch._dynamo
@@ -204,8 +204,8 @@ class Server:
             return {"id": rid, "raised": self._describe(exc)}
 
     def _describe(self, exc: BaseException) -> dict:
-        from harness.errors import missing_dependency, note_harness_error, raised_in_adapter, unexpected_error
-        from harness.adapters.base import Unsupported
+        from layer_conformance.errors import missing_dependency, note_harness_error, raised_in_adapter, unexpected_error
+        from layer_conformance.adapters.base import Unsupported
         # a method whose exception is the answer a check asks for (a strict load refusing a bad state) is left out
         refusals = getattr(getattr(self, "adapter", None), "refusals", ())
         if not isinstance(exc, Unsupported) and self.calling not in refusals:
@@ -220,7 +220,7 @@ class Server:
         out = {"pid": self.pid, "python": sys.version.split()[0]}
         a = self.adapter
         if a is not None:
-            from harness.adapters.base import Adapter
+            from layer_conformance.adapters.base import Adapter
             out.update(name=a.name, cpu_device=a.cpu_device, gpu_device=a.gpu_device,
                        retraces_per_shape=a.retraces_per_shape, parameter_type=a.parameter_type,
                        implements=[m for m in dir(Adapter) if not m.startswith("_") and a.implements(m)])
@@ -253,7 +253,7 @@ class Server:
 
     def op_detect(self, spec: str):
         """The framework a ``module:attr`` belongs to, among those the import brought in."""
-        from harness.adapters import detect
+        from layer_conformance.adapters import detect
         obj = _resolve(spec)
         module = sys.modules.get(spec.split(":", 1)[0])
         found = detect(obj)
@@ -340,8 +340,8 @@ class Server:
 
 
 def _watched() -> frozenset:
-    from harness.frameworks import FRAMEWORKS
-    return frozenset(("numpy", "harness", "builtins", "os", "sys")).union(*(f.watched for f in FRAMEWORKS.values()))
+    from layer_conformance.frameworks import FRAMEWORKS
+    return frozenset(("numpy", "layer_conformance", "builtins", "os", "sys")).union(*(f.watched for f in FRAMEWORKS.values()))
 
 
 def _fingerprint(like: dict | None = None) -> dict:
@@ -393,7 +393,7 @@ def _preload(framework: str) -> None:
     """The zygote's imports: the adapter module (which imports the framework) and the framework modules
     its formats' loaders import on first use (``Adapter.preloaded``: torch.export.load pulls in sympy
     and Dynamo, 1.6 s), so that a forked executor does not import them again for every check."""
-    module = importlib.import_module(f"harness.adapters.{framework}")
+    module = importlib.import_module(f"layer_conformance.adapters.{framework}")
     # a module another version of the framework lacks: its executors import what they need then
     _import_or_call(getattr(module.FrameworkAdapter, "preloaded", ()), missing_ok=True)
 

@@ -1,5 +1,5 @@
 """The CI gate (expectations, baselines) and the HTML report options: a second pytest plugin
-(``harness.gate``, an entry point of its own; its hooks are in ``harness.gate.hooks``).
+(``layer_conformance.gate``, an entry point of its own; its hooks are in ``layer_conformance.gate.hooks``).
 
 Exit codes of a conformance run (pytest's numbering where the meanings overlap):
 

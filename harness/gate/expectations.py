@@ -1,4 +1,4 @@
-"""Expectations files: known failures, each with a reason (see ``harness.gate`` for the format)."""
+"""Expectations files: known failures, each with a reason (see ``layer_conformance.gate`` for the format)."""
 from __future__ import annotations
 
 import fnmatch

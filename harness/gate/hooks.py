@@ -1,6 +1,6 @@
 """The gate's pytest hooks: expectations applied to the records, the baseline compared, the exit
 status decided, the HTML report written. The conformance plugin's run is read through its public
-accessors (``harness.plugin.current_run``, ``harness.plugin.option``)."""
+accessors (``layer_conformance.plugin.current_run``, ``layer_conformance.plugin.option``)."""
 from __future__ import annotations
 
 import os
@@ -29,7 +29,7 @@ class Gate:
         self.update = bool(config.getoption("update_expectations"))
         self.baseline_path = config.getoption("baseline")
         self.expectations: list[Expectation] = []
-        self.baseline: dict | None = None         # a results document (harness.results.load)
+        self.baseline: dict | None = None         # a results document (layer_conformance.results.load)
         self.failed_nodeids: set = set()   # every failed test report, conformance or not
         self.comparison: results.Comparison | None = None
         self.lines: list[tuple[str, dict]] = []   # terminal lines: (text, markup)

@@ -25,7 +25,7 @@ COUNT_WORDS = {"error": ["error", "errors"], "failed": ["failed", "failed"], "xp
                "xfail": ["xfail", "xfail"], "passed": ["passed", "passed"], "skipped": ["skipped", "skipped"],
                "blocked": ["blocked", "blocked"],
                "n/a": ["n/a", "n/a"]}
-_BUNDLED_IMPL = re.compile(r"^reference_impls\.\w+\.\w+:IMPL$")
+_BUNDLED_IMPL = re.compile(r"^layer_conformance\.reference_impls\.\w+\.\w+:IMPL$")
 _TOLERANCE_IN_MESSAGE = re.compile(r"allowed rtol=([^,;\s]+), atol=([^,;\s)]+)")
 
 

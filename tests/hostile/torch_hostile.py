@@ -100,14 +100,14 @@ class OffByTwo(_Base):
 class RaisesCheckSkipped(_Base):
     """Raises the harness's own skip exception to turn every check into "n/a"."""
     def forward(self, X):
-        from harness.checks import CheckSkipped
+        from layer_conformance.checks import CheckSkipped
         raise CheckSkipped("not applicable, honestly", not_applicable=True)
 
 
 class RaisesUnsupported(_Base):
     """Raises the adapters' own "unsupported" from the layer's code."""
     def forward(self, X):
-        from harness.adapters.base import Unsupported
+        from layer_conformance.adapters.base import Unsupported
         raise Unsupported("this framework cannot do that")
 
 
@@ -186,9 +186,9 @@ class Forks(_Base):
 
 
 class RaisesThroughTheAdapter(_Base):
-    """Calls the adapter interface's own placeholder so that "not implemented" is raised from harness code."""
+    """Calls the adapter interface's own placeholder so that "not implemented" is raised from layer_conformance code."""
     def forward(self, X):
-        from harness.adapters.base import Adapter
+        from layer_conformance.adapters.base import Adapter
         Adapter.jvp(None, None, None, [X], [None])
 
 

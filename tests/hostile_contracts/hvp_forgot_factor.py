@@ -1,7 +1,7 @@
 """Linear W x + b whose Hessian-vector product doubles the W term: vjp and forward agree, hvp does not."""
 import numpy as np
 
-from reference_impls.numpy.linear_vjp import forward, vjp  # noqa: F401  (unchanged)
+from layer_conformance.reference_impls.numpy.linear_vjp import forward, vjp  # noqa: F401  (unchanged)
 
 
 def hvp(g, v, W, x, b, **_):

@@ -1,6 +1,6 @@
 """An RMSNorm reference 1 % too large: its vjp is the true derivative of its own forward, so only the
 declared property (mean square m2 / (m2 + eps) at gain one) tells."""
-from reference_impls.numpy import rmsnorm
+from layer_conformance.reference_impls.numpy import rmsnorm
 
 
 def forward(X, **kw):

@@ -1,7 +1,7 @@
 """An RMSNorm reference whose vjp forgot the 1/d of the mean: dr/dX_k = -X_k r^3, not -X_k r^3 / d."""
 import numpy as np
 
-from reference_impls.numpy.rmsnorm import forward  # noqa: F401  (the contract's forward, unchanged)
+from layer_conformance.reference_impls.numpy.rmsnorm import forward  # noqa: F401  (the contract's forward, unchanged)
 
 
 def vjp(g, X, *, gain, eps, **_):

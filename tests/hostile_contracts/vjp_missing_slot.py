@@ -1,5 +1,5 @@
 """An RMSNorm reference whose vjp forgets the trainable slot 'gain'."""
-from reference_impls.numpy.rmsnorm import forward, vjp as _vjp
+from layer_conformance.reference_impls.numpy.rmsnorm import forward, vjp as _vjp
 
 
 def vjp(g, X, **kw):

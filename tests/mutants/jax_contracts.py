@@ -11,8 +11,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from reference_impls.jax.rmsnorm import RMSNorm as _RMSNorm
-from reference_impls.jax.rmsnorm_bias import RMSNorm as _RMSNormBias
+from layer_conformance.reference_impls.jax.rmsnorm import RMSNorm as _RMSNorm
+from layer_conformance.reference_impls.jax.rmsnorm_bias import RMSNorm as _RMSNormBias
 from tests.mutants.catalogue import Mutant
 
 

@@ -1,10 +1,10 @@
-"""Layers whose failure in a dtype is the precision they compute at (harness.checks.precision): the source
+"""Layers whose failure in a dtype is the precision they compute at (layer_conformance.checks.precision): the source
 chapter's RMSNorm with its statistic in the input's dtype, and one that computes float64 inputs in float32.
 Nothing here creates an array at import time."""
 import jax
 import jax.numpy as jnp
 
-from reference_impls.jax.rmsnorm import RMSNorm as _RMSNorm
+from layer_conformance.reference_impls.jax.rmsnorm import RMSNorm as _RMSNorm
 from tests.mutants.catalogue import Mutant
 from tests.mutants.precision_causes import FLOAT32, NARROW
 

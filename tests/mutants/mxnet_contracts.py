@@ -1,15 +1,15 @@
 """Broken MXNet Gluon 1.9.1 implementations of the custom-function and exercise contracts, each
 breaking the contract's characteristic property; tests/test_mutants.py runs them."""
-from harness.adapters.mxnet_shim import apply
+from layer_conformance.adapters.mxnet_shim import apply
 
 apply()  # before importing mxnet: it needs numpy's removed aliases
 import numpy as np  # noqa: E402
 from mxnet import autograd, init, nd  # noqa: E402
 from mxnet.gluon import nn  # noqa: E402
 
-from reference_impls.mxnet.causal_mask import CausalMask  # noqa: E402
-from reference_impls.mxnet.rmsnorm import RMSNorm as _RMSNorm  # noqa: E402
-from reference_impls.mxnet.rmsnorm_bias import RMSNorm as _RMSNormBias  # noqa: E402
+from layer_conformance.reference_impls.mxnet.causal_mask import CausalMask  # noqa: E402
+from layer_conformance.reference_impls.mxnet.rmsnorm import RMSNorm as _RMSNorm  # noqa: E402
+from layer_conformance.reference_impls.mxnet.rmsnorm_bias import RMSNorm as _RMSNormBias  # noqa: E402
 from tests.mutants.catalogue import Mutant  # noqa: E402
 
 

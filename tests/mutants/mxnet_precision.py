@@ -1,11 +1,11 @@
-"""Layers whose failure in a dtype is the precision they compute at (harness.checks.precision): the source
+"""Layers whose failure in a dtype is the precision they compute at (layer_conformance.checks.precision): the source
 chapter's RMSNorm with its statistic in the input's dtype, and one that computes float64 inputs in float32."""
-from harness.adapters.mxnet_shim import apply
+from layer_conformance.adapters.mxnet_shim import apply
 
 apply()  # before importing mxnet: it needs numpy's removed aliases
 from mxnet import nd  # noqa: E402
 
-from reference_impls.mxnet.rmsnorm import RMSNorm as _RMSNorm  # noqa: E402
+from layer_conformance.reference_impls.mxnet.rmsnorm import RMSNorm as _RMSNorm  # noqa: E402
 from tests.mutants.catalogue import Mutant  # noqa: E402
 from tests.mutants.precision_causes import FLOAT32, NARROW  # noqa: E402
 

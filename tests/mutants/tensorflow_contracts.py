@@ -7,9 +7,9 @@ import numpy as np
 import tensorflow as tf
 from tensorflow import keras
 
-from reference_impls.tensorflow.checkpointed_tanh_stack import CheckpointedTanhStack as _Stack
-from reference_impls.tensorflow.rmsnorm import RMSNorm as _RMSNorm
-from reference_impls.tensorflow.rmsnorm_bias import RMSNorm as _RMSNormBias
+from layer_conformance.reference_impls.tensorflow.checkpointed_tanh_stack import CheckpointedTanhStack as _Stack
+from layer_conformance.reference_impls.tensorflow.rmsnorm import RMSNorm as _RMSNorm
+from layer_conformance.reference_impls.tensorflow.rmsnorm_bias import RMSNorm as _RMSNormBias
 from tests.mutants.catalogue import Mutant
 
 

@@ -1,9 +1,9 @@
-"""Layers whose failure in a dtype is the precision they compute at (harness.checks.precision): the source
+"""Layers whose failure in a dtype is the precision they compute at (layer_conformance.checks.precision): the source
 chapter's RMSNorm with its statistic in the input's dtype, and one that computes float64 inputs in float32.
 Nothing here runs a TensorFlow op at import time."""
 import tensorflow as tf
 
-from reference_impls.tensorflow.rmsnorm import RMSNorm as _RMSNorm
+from layer_conformance.reference_impls.tensorflow.rmsnorm import RMSNorm as _RMSNorm
 from tests.mutants.catalogue import Mutant
 from tests.mutants.precision_causes import FLOAT32, NARROW
 

@@ -4,8 +4,8 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from reference_impls.torch.rmsnorm import RMSNorm as _RMSNorm
-from reference_impls.torch.rmsnorm_bias import RMSNorm as _RMSNormBias
+from layer_conformance.reference_impls.torch.rmsnorm import RMSNorm as _RMSNorm
+from layer_conformance.reference_impls.torch.rmsnorm_bias import RMSNorm as _RMSNormBias
 from tests.mutants.catalogue import Mutant
 
 
