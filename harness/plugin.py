@@ -314,8 +314,12 @@ class ConformanceRun:
 
     def rerun_options(self, framework: str) -> dict:
         """The options beyond its binding's a record of ``framework`` ran with, for its reproduction command."""
+        # the limits too: a check that timed out or ran out of memory under them must do so again
+        limits = (("check_timeout", self.config.getoption("check_timeout")),
+                  ("memory_limit", self.config.getoption("memory_limit")),
+                  ("max_input_elements", self.config.getoption("max_input_elements")))
         return {k: v for k, v in (("compile_backend", self.compile_backend),
-                                  ("executor_python", self.pythons.get(framework))) if v}
+                                  ("executor_python", self.pythons.get(framework)), *limits) if v is not None}
 
     def frameworks(self) -> dict:
         from .frameworks import versions

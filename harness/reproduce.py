@@ -1,6 +1,7 @@
 """The command that reruns exactly one record's row: its contract, implementation, framework and device,
 its check, its dtype, its binding's maps, and the run's options that change a verdict (--seed when not the
-default, --compile-backend, --executor-python). The terminal's ``reproduce:`` line and the HTML report
+default, --compile-backend, --executor-python, and the limits: --check-timeout, --memory-limit,
+--max-input-elements). The terminal's ``reproduce:`` line and the HTML report
 both say it; judge-side, no framework import.
 """
 from __future__ import annotations
@@ -42,6 +43,10 @@ def repro_command(r, seed=None, bundled=None) -> str:
         args += ["--seed", str(seed)]
     if options.get("compile_backend"):
         args += ["--compile-backend", options["compile_backend"]]
+    for flag, key in (("--check-timeout", "check_timeout"), ("--memory-limit", "memory_limit"),
+                      ("--max-input-elements", "max_input_elements")):
+        if options.get(key) is not None:   # --memory-limit 0 (lifted) included
+            args += [flag, f"{options[key]:g}" if isinstance(options[key], float) else str(options[key])]
     if options.get("executor_python"):
         args += ["--executor-python", f"{r.framework}={options['executor_python']}"]
     return " ".join(shlex.quote(str(a)) for a in args)

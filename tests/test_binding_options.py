@@ -144,8 +144,9 @@ def test_each_reproduction_command_reruns_exactly_its_row(tmp_path):
 
 def test_each_failure_in_the_terminal_ends_with_the_command_that_reruns_exactly_its_row(tmp_path):
     # the run's options that change a verdict ride along: a seed not the default, the compile backend, the
-    # framework's executor Python
-    options = ["--seed", "3", "--compile-backend", "aot_eager", "--executor-python", f"torch={sys.executable}"]
+    # framework's executor Python, and the limits a check runs under
+    options = ["--seed", "3", "--compile-backend", "aot_eager", "--executor-python", f"torch={sys.executable}",
+               "--check-timeout", "90", "--memory-limit", "6", "--max-input-elements", "500000"]
     proc, records = run(tmp_path, "--contract", "rmsnorm", "--impl", "mylayer:Broken", "--arg-map", "d=dim",
                         "--state-map", "gain=weight", "--check", "values", "--check", "parameters",
                         "--dtype", "bfloat16", *options, "--conformance-html", "report.html", layer=BROKEN_LAYER)
