@@ -6,10 +6,12 @@
 
 ``merge`` joins the results of separate runs (framework environments, CI shards) and, with ``--gate``
 or ``--baseline``, gives the verdict a single run would have given: the shards of a split run are
-gated together here, since each shard alone sees only part of the matrix.
+gated together here, since each shard alone sees only part of the matrix. It merges only files that
+cover their plan and are as their run wrote them (``layer_conformance.results.check_document``), each once.
 
 Exit codes: 0 done (gated: conformant, or no regressions), 1 gated: failures or regressions,
-4 usage error (bad arguments, unreadable or conflicting results files).
+4 usage error (bad arguments; unreadable or conflicting results files; for ``merge``, a file whose run did
+not complete its plan, that was edited after its run, or that is given twice).
 """
 from __future__ import annotations
 
@@ -26,10 +28,17 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
-def _load_all(paths) -> dict:
+def _load_all(paths, merge=False) -> dict:
+    """One file's document; several files merged. ``merge``: one file is merged too (checked as each is)."""
     from . import results
     docs = [results.load(p) for p in paths]
-    return docs[0] if len(docs) == 1 else results.merge(docs, names=paths)
+    if len(docs) == 1 and not merge:
+        return docs[0]
+    notes: list = []
+    doc = results.merge(docs, names=paths, notes=notes)
+    for line in notes:
+        print(f"note: {line}", file=sys.stderr)
+    return doc
 
 
 def _report(args) -> int:
@@ -47,7 +56,7 @@ def _report(args) -> int:
 
 def _merge(args) -> int:
     from . import results
-    doc = _load_all(args.results)
+    doc = _load_all(args.results, merge=True)
     baseline = results.load(args.baseline) if args.baseline else None
     out = Path(args.output)
     results.write_document(out, doc)   # written before the verdict: results are never lost

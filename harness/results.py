@@ -15,8 +15,16 @@ from . import __version__
 from .record import FAILING, KEY, OUTCOMES, Record, as_records
 
 # 2: records may carry `duration`. A file of version 1 reads as it always did (it has no durations).
-SCHEMA_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+# 3: the document holds `results_sha256`, the hash of its records and its plan counts (``records_hash``), and,
+#    written by a run, `not_collected`; ``merge`` checks them. A file of version 1 or 2 has no hash: it
+#    still loads, and merges with a note (``check_document``).
+SCHEMA_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
+HASH_FIELD = "results_sha256"
+# what a run's document says about its plan (layer_conformance.plugin): the hash covers them with the records.
+# planned: the checks it collected (one record each, `not_run` ones included); not_collected: its records that
+# are no planned check (a check the contract can never run has no item, only an n/a record: checks.applicable)
+PLAN_FIELDS = ("complete", "planned", "not_run", "not_collected")
 
 
 class ResultsFileError(ValueError):
@@ -45,24 +53,47 @@ def devices_of(records) -> dict:
     return {k: sorted(v) for k, v in out.items()}
 
 
-def document(records, env: dict, extra: dict | None = None) -> dict:
-    """The results file's JSON: records (``Record`` or their JSON form) sorted by identity."""
-    return {
+def document(records, env: dict, extra: dict | None = None, plan=None) -> dict:
+    """The results file's JSON: records (``Record`` or their JSON form) sorted by identity, and their hash.
+    ``plan``: the node ids the run planned (its `planned` count is in ``extra``); the records outside it
+    are counted as `not_collected`."""
+    extra = dict(extra or {})
+    if plan is not None:
+        planned = set(plan)
+        extra["not_collected"] = sum(r.nodeid not in planned for r in as_records(records))
+    return with_hash({
         "schema_version": SCHEMA_VERSION,
         "harness_version": __version__,
         "environment": env,
-        **(extra or {}),   # whether the run covered its plan; `selection` of a --changed-since run
+        **extra,   # whether the run covered its plan; `selection` of a --changed-since run
         "results": [r.to_json() for r in sorted(as_records(records), key=Record.key)],
-    }
+    })
 
 
-def write(path, records, env: dict, extra: dict | None = None) -> None:
-    write_document(path, document(records, env, extra))
+def records_hash(doc: dict) -> str:
+    """sha256 of the canonical JSON (sorted keys, no spaces) of a document's records, in its order, and of
+    its plan counts (PLAN_FIELDS): a record removed, added or edited, or `complete` set, changes it."""
+    import hashlib
+    body = {"results": [r.to_json() for r in as_records(doc.get("results", []))],
+            **{k: doc[k] for k in PLAN_FIELDS if k in doc}}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def with_hash(doc: dict) -> dict:
+    """The document with its `results_sha256` (placed before its records)."""
+    out = {k: v for k, v in doc.items() if k not in (HASH_FIELD, "results")}
+    return dict(out, **{HASH_FIELD: records_hash(doc), "results": doc.get("results", [])})
+
+
+def write(path, records, env: dict, extra: dict | None = None, plan=None) -> None:
+    write_document(path, document(records, env, extra, plan))
 
 
 def write_document(path, doc: dict) -> None:
     """A document as ``load`` or ``merge`` returns it (records as ``Record``) or as ``document`` makes it."""
     doc = dict(doc, results=[r.to_json() for r in as_records(doc.get("results", []))])
+    if HASH_FIELD in doc:   # what is written is what its hash says
+        doc = with_hash(doc)
     write_atomically(path, json.dumps(doc, indent=2, sort_keys=False) + "\n")
 
 
@@ -163,11 +194,68 @@ class Journal:
         return plan, records
 
 
-def merge(docs: list[dict], names=None) -> dict:
+def check_document(doc: dict, name: str) -> list[str]:
+    """Why a document (its records as ``Record``) cannot be merged: an empty list where it can.
+
+    It covers its plan: `complete` is true, and it holds one record per planned check plus the ones it
+    says are no planned check (`planned` + `not_collected`). Its records and plan counts are the ones it
+    was written with: they hash to its `results_sha256`. A document of version 1 or 2 has no hash (nor,
+    before version 3, `not_collected`): ``merge`` accepts it with a note; one of version 3 without one
+    has lost it."""
+    problems = []
+    stored = doc.get(HASH_FIELD)
+    version = doc.get("schema_version")
+    if stored is None:
+        if isinstance(version, int) and version >= 3:
+            problems.append(f"it has no {HASH_FIELD} (a results file of schema_version {version} is written "
+                            f"with one): it was edited after its run")
+    elif stored != records_hash(doc):
+        problems.append(f"its records or plan counts do not hash to its {HASH_FIELD}: the file was edited "
+                        f"after its run (a record removed, added or changed)")
+    if "complete" in doc and doc["complete"] is not True:
+        why = f": {doc['interrupted']}" if doc.get("interrupted") else ""
+        problems.append(f"its run did not complete its plan (complete: {json.dumps(doc['complete'])}; "
+                        f"{doc.get('not_run', '?')} of {doc.get('planned', '?')} planned checks not run{why}): "
+                        f"rerun it")
+    counts = {k: doc.get(k) for k in ("planned", "not_collected")}
+    if any(v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0) for v in counts.values()):
+        problems.append(f"its plan counts are not counts ({', '.join(f'{k}: {v!r}' for k, v in counts.items())})")
+    elif None not in counts.values():
+        expected, n = counts["planned"] + counts["not_collected"], len(doc["results"])
+        if n != expected:
+            problems.append(f"it holds {n} records where its plan accounts for {expected} ({counts['planned']} "
+                            f"planned checks + {counts['not_collected']} n/a records of checks never collected): "
+                            f"records were {'removed' if n < expected else 'added'} after its run")
+    return problems
+
+
+def merge(docs: list[dict], names=None, notes: list | None = None) -> dict:
     """Combine results documents (e.g. the main and the MXNet environments, CI shards); a conflicting
-    duplicate is a ResultsFileError. ``names`` (the files) go into its message."""
+    duplicate is a ResultsFileError. ``names`` (the files) go into its message.
+
+    Each document must cover its plan and be as its run wrote it (``check_document``), and no two may
+    be the same results (the same shard given twice): a ResultsFileError names the file(s) and why.
+    A document without a hash (written before schema_version 3) is merged, with a line in ``notes``.
+    The merged document keeps the plan counts (summed; complete when every document is) and its own hash."""
     where = ", ".join(map(str, names)) if names else "results"
-    docs = [d if all(isinstance(r, Record) for r in d.get("results", [])) else from_json(d, where) for d in docs]
+    names = [str(n) for n in names] if names else [f"results document {i + 1}" for i in range(len(docs))]
+    docs = [d if all(isinstance(r, Record) for r in d.get("results", [])) else from_json(d, n)
+            for d, n in zip(docs, names)]
+    problems = [f"{n}: {p}" for d, n in zip(docs, names) for p in check_document(d, n)]
+    if problems:
+        raise ResultsFileError(f"cannot merge {where}: " + "; ".join(problems))
+    by_hash: dict = {}
+    for d, n in zip(docs, names):
+        by_hash.setdefault(d.get(HASH_FIELD) or records_hash(d), []).append(n)
+    twice = [ns for ns in by_hash.values() if len(ns) > 1]
+    if twice:
+        raise ResultsFileError(f"cannot merge {where}: " + "; ".join(
+            (f"{ns[0]} is given {len(ns)} times" if len(set(ns)) == 1 else f"{' and '.join(ns)} are the same results")
+            + f" (the same {HASH_FIELD}): one shard given twice" for ns in twice))
+    if notes is not None:
+        notes += [f"{n}: no {HASH_FIELD} (written by a harness before results schema_version 3): not checked "
+                  f"against its plan or for edits; rerun it with this harness to have it checked"
+                  for d, n in zip(docs, names) if HASH_FIELD not in d]
     seen: dict = {}
     env: dict = {"frameworks": {}, "devices": {}, "merged_from": []}
     for doc in docs:
@@ -183,7 +271,19 @@ def merge(docs: list[dict], names=None) -> dict:
             seen[k] = r
     for k in ("python", "numpy", "seed", "date", "command", "platform"):
         env[k] = docs[0].get("environment", {}).get(k) if docs else None
-    merged = document(list(seen.values()), env)
+    plan = {}
+    if docs and all(d.get(k) is not None for d in docs for k in ("planned", "not_collected")):
+        planned = sum(d["planned"] for d in docs)
+        # each document's n/a records may be in the others too (every shard has them); its planned checks not
+        if len(seen) < planned + max(d["not_collected"] for d in docs):
+            raise ResultsFileError(f"cannot merge {where}: they hold {len(seen)} distinct records, fewer than "
+                                   f"their {planned} planned checks and n/a records: the same checks were run "
+                                   f"in more than one of them (a shard given twice, run again?)")
+        plan = {"complete": all(d.get("complete") is True for d in docs), "planned": planned,
+                "not_run": sum(d.get("not_run") or 0 for d in docs), "not_collected": len(seen) - planned}
+    elif notes is not None and docs and any("planned" in d for d in docs):
+        notes.append(f"{where}: not every file states its plan: the merged results state none")
+    merged = document(list(seen.values()), env, plan)
     return dict(merged, results=as_records(merged["results"]))
 
 
