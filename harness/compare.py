@@ -6,6 +6,27 @@ import numpy as np
 from .tolerances import VALUES as DEFAULT_TOLERANCES, tolerance  # noqa: F401  (the one owner of the tables)
 
 
+_WIDTH = {"float16": 16, "bfloat16": 16, "float32": 32, "float64": 64}
+
+
+def _moved(got: str, want: str) -> str:
+    """'promotes', 'demotes' or 'converts' (between floating dtypes), else ''."""
+    if got not in _WIDTH or want not in _WIDTH:
+        return ""
+    return "promotes" if _WIDTH[got] > _WIDTH[want] else "demotes" if _WIDTH[got] < _WIDTH[want] else "converts"
+
+
+def dtype_problem(got: str, expected: str, what: str, given: str | None = None) -> str | None:
+    """None where the dtypes are the same; else '<what>: dtype <got>, expected <expected>', saying what the
+    layer did to its inputs' dtype (promoted, demoted or converted it). ``values`` and ``native`` say it so."""
+    got, expected = str(got), str(expected)
+    if got == expected:
+        return None
+    moved = _moved(got, expected)
+    return (f"{what}: dtype {got}, expected {expected}"
+            + (f" (the output is {got} for {given or expected} inputs: the layer {moved} it)" if moved else ""))
+
+
 def describe_mismatch(actual, expected, rtol, atol, what="values", ulps=None) -> str | None:
     """None when close; else a message with count, largest error, where, and the tolerance.
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..compare import describe_mismatch, max_abs_error
+from ..compare import describe_mismatch, dtype_problem, max_abs_error
 from .base import CheckFailed, unexpected_error
 from .common import import_native
 
@@ -16,6 +16,15 @@ def _floating(dtype: str) -> bool:
 
 def _as_numpy(ctx, g):
     return None if g is None else (g if isinstance(g, np.ndarray) else ctx.adapter.numpy(g))
+
+
+def native_dtype_problem(got, want, inputs, what) -> str | None:
+    """Our output's dtype against the native one's, said as ``values`` says it (``dtype_problem``); None where
+    they agree, or where the shapes differ (the comparison says that)."""
+    if np.shape(got) != np.shape(want):
+        return None
+    given = next((str(a.dtype) for a in inputs if _floating(str(getattr(a, "dtype", "")))), None)
+    return dtype_problem(str(got.dtype), str(want.dtype), f"{what}: output", given)
 
 
 def check_native_function(ctx, spec):
@@ -35,6 +44,10 @@ def check_native_function(ctx, spec):
         ours = ctx.callable(None)
         got = ctx.output_numpy(ctx.run(None, inputs), f"case {case['name']!r}: the output")
         want = adapter.numpy(adapter.call(native, inputs))
+        bad_dtype = native_dtype_problem(got, want, inputs, f"case {case['name']!r} vs native {label}")
+        if bad_dtype:
+            problems.append(bad_dtype)
+            continue
         rtol, atol = ctx.tolerance("native", str(want.dtype))
         diff = describe_mismatch(got, want, rtol, atol, what=f"case {case['name']!r} vs native {label}")
         if diff:

@@ -7,31 +7,16 @@ import numpy as np
 from ..adapters.base import Unsupported
 from ..dtypes import is_floating, np_dtype
 from .. import inputs as inputs_mod
-from ..compare import describe_mismatch, max_abs_error, relative_error
+from ..compare import describe_mismatch, dtype_problem, max_abs_error, relative_error
 from .base import CheckFailed, unexpected_error
 from .common import import_native, reference_forward
-from .functions import check_native_function, nondiff_probe
+from .functions import check_native_function, native_dtype_problem, nondiff_probe
 from .mistakes import Findings, hint
-
-
-_WIDTH = {"float16": 16, "bfloat16": 16, "float32": 32, "float64": 64}
-
-
-def _moved(got: str, want: str) -> str:
-    """'promotes', 'demotes' or 'converts' (between floating dtypes), else ''."""
-    if got not in _WIDTH or want not in _WIDTH:
-        return ""
-    return "promotes" if _WIDTH[got] > _WIDTH[want] else "demotes" if _WIDTH[got] < _WIDTH[want] else "converts"
 
 
 def _check_output(ctx, got, expected_dtype, what, given=None):
     """Dtype exact; returns the problem or None, saying what was promoted or demoted."""
-    got = str(got.dtype)
-    if got == expected_dtype:
-        return None
-    moved = _moved(got, expected_dtype)
-    return (f"{what}: dtype {got}, expected {expected_dtype}"
-            + (f" (the output is {got} for {given or expected_dtype} inputs: the layer {moved} it)" if moved else ""))
+    return dtype_problem(str(got.dtype), expected_dtype, what, given)
 
 
 def check_values(ctx):
@@ -85,8 +70,14 @@ def check_native(ctx):
         inputs = ctx.case_inputs(case)
         got = ctx.output_numpy(ctx.run(ours, inputs))
         want = ctx.adapter.numpy(ctx.adapter.call(native, inputs))
+        what = f"case {case['name']!r} vs native {spec['class']}"
+        # the native layer's output dtype is part of what it does: a layer that promotes or demotes it differs
+        bad_dtype = native_dtype_problem(got, want, inputs, what)
+        if bad_dtype:
+            problems.append(bad_dtype)
+            continue
         rtol, atol = ctx.tolerance("native", str(want.dtype))
-        diff = describe_mismatch(got, want, rtol, atol, what=f"case {case['name']!r} vs native {spec['class']}")
+        diff = describe_mismatch(got, want, rtol, atol, what=what)
         if got.shape == want.shape:
             worst = max(worst, max_abs_error(got, want))
         if diff:

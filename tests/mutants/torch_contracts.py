@@ -497,6 +497,14 @@ MUTANTS += [
 
 # --- dtypes (the rmsnorm contract's dtypes: bfloat16, float16, float64) ------------------------
 
+class RMSNormReturnsFloat64(_RMSNorm):
+    """Computes in float64 "for accuracy" and returns that: a float32 input gives a float64 output whose numbers
+    are right, so only the dtype tells it from the native torch.nn.RMSNorm."""
+    def forward(self, X):
+        X64 = X.double()
+        return self.gain.double() * X64 * X64.pow(2).mean(-1, keepdim=True).add(self.eps).rsqrt()
+
+
 class RMSNormPromotes(_RMSNorm):
     """Upcasts for the statistic and never casts back: a bfloat16 input gives a float32 output."""
     def forward(self, X):
@@ -511,9 +519,12 @@ class RMSNorm16BitStatistic(_RMSNorm):
 
 
 MUTANTS += [
+    Mutant("torch", "rmsnorm", f"{M}:RMSNormReturnsFloat64", "values",
+           "dtype float64, expected float32 (the output is float64 for float32 inputs: the layer promotes it)",
+           also=("composition",), blocked=("native",)),  # the next float32 layer in a Sequential refuses it
     Mutant("torch", "rmsnorm", f"{M}:RMSNormPromotes", "values",
            "dtype float32, expected bfloat16 (the output is float32 for bfloat16 inputs: the layer promotes it)",
-           dtype="bfloat16"),
+           dtype="bfloat16", blocked=("native",)),
     Mutant("torch", "rmsnorm", f"{M}:RMSNorm16BitStatistic", "values", "case 'edge_rows': mismatched elements",
            dtype="float16", blocked=("gradients", "native", "properties")),
     # no torch mutant returns a gradient in the wrong dtype: autograd casts what a custom backward returns
