@@ -18,6 +18,7 @@ import threading
 import time
 from pathlib import Path
 
+from . import sandbox as sandboxing
 from . import wire
 
 STARTUP_TIMEOUT = 300.0  # seconds for an executor to import its framework and say hello
@@ -186,8 +187,12 @@ class Executor:
 
     def __init__(self, role: str, framework: str | None = None, python: str | None = None,
                  memory_limit_gib: float | None = None, zygote: Executor | None = None,
-                 forked_by: Executor | None = None):
+                 forked_by: Executor | None = None, sandbox: str | None = None):
         self.role, self.framework = role, framework
+        # (--sandbox) the namespaces and cgroup this executor's processes run in (sandbox.py)
+        self.sandbox = sandboxing.sandbox(sandbox or sandboxing.MODE)
+        self.group = None  # this process's cgroup, where there is one: killed with it
+        self.host_pid: int | None = None  # its pid as the judge sees it (in its own PID namespace it is 1)
         self.zygote = zygote
         # (a "zygote") the native executor that forked it at its start, where it did (see bear_zygote);
         # otherwise the zygote is a process of its own
@@ -234,7 +239,7 @@ class Executor:
         import execnet
         root = str(Path(__file__).resolve().parents[2])  # the directory holding the harness package
         path = [os.getcwd(), root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-        self.hello, self.forked_pid = {}, None
+        self.hello, self.forked_pid, self.host_pid = {}, None, None
         self.gateway = self._gateway(execnet)
         self.channel = self.gateway.remote_exec("from layer_conformance.executor.server import serve; serve(channel)")
         # the harness package must be importable before the config arrives: it sits on PYTHONPATH
@@ -245,7 +250,8 @@ class Executor:
         token, self.zygote_token = self.zygote_token, None  # one zygote, from the first start only
         self.channel.send({"path": path, "cwd": os.getcwd(), "framework": self.framework, "role": self.role,
                            "memory_limit_gib": self.memory_limit_gib, "stack_file": stack_file,
-                           "stderr_file": stderr_file, "zygote_token": token})
+                           "stderr_file": stderr_file, "zygote_token": token,
+                           "sandbox": self.sandbox.describe() if self.sandbox.namespaces else None})
         self.started += 1
         self.handles.clear()
         try:
@@ -257,6 +263,7 @@ class Executor:
                 with contextlib.suppress(OSError):
                     os.unlink(name)
         self.hello = msg["hello"]
+        self._find_host_pid()
         self._limit_from_outside()
         forked = self.hello.get("zygote")
         if token and isinstance(forked, dict) and isinstance(forked.get("port"), int):
@@ -285,13 +292,15 @@ class Executor:
         offer = self.forked_by.take_zygote() if self.forked_by is not None else None
         if offer is not None:
             self.forked_pid = offer["pid"]
+            self._forked_in(self.forked_by.pid)
             try:
                 return execnet.makegateway(offer["spec"])
             except Exception:  # it is gone (its wait for the judge ran out, or it was killed): start one
                 with contextlib.suppress(Exception):
                     os.kill(offer["pid"], signal.SIGKILL)
                 self.forked_pid = None
-        return execnet.makegateway(f"popen//python={self.python}")
+        reads = [os.getcwd()] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p] + sys.path
+        return execnet.makegateway(f"popen//python={self.sandbox.command(self.python, self.role, reads)}")
 
     def _fork(self) -> str:
         """A process forked by the zygote; the execnet spec that reaches it. The token, sent to the zygote
@@ -310,7 +319,38 @@ class Executor:
             finally:
                 self.zygote.deadline = None
         self.forked_pid = forked["pid"]
+        self._forked_in(self.zygote.pid)
         return f"socket=127.0.0.1:{forked['port']}//id={token}"
+
+    def _forked_in(self, parent: int | None):
+        """A process forked by ``parent`` (the zygote, or the native executor that forked the zygote): its pid as
+        the judge sees it, and its own cgroup, before it runs anything (it waits for the judge's connection)."""
+        if self.sandbox.namespaces and parent:
+            self.host_pid = sandboxing.host_pid(parent, self.forked_pid)
+        self._join_group()
+
+    def _find_host_pid(self):
+        popen = getattr(getattr(self.gateway, "_io", None), "popen", None)
+        if popen is not None and self.sandbox.namespaces:
+            # started through unshare: the process is unshare's child (pid 1 of its namespace)
+            self.host_pid = sandboxing.host_pid(popen.pid)
+        if popen is not None:
+            self._join_group()  # before any code under test: the hello comes before every request
+
+    def _join_group(self):
+        self._end_group()
+        pid = self.pid
+        if pid and self.sandbox.cgroup:
+            group = self.sandbox.group(self.memory_limit_gib)
+            if group is not None and not group.add(pid):
+                group.kill()
+                group = None
+            self.group = group
+
+    def _end_group(self):
+        group, self.group = self.group, None
+        if group is not None:
+            group.kill()
 
     def _limit_from_outside(self):
         import resource
@@ -324,6 +364,10 @@ class Executor:
 
     @property
     def pid(self) -> int | None:
+        if self.host_pid:
+            return self.host_pid
+        if self.sandbox.namespaces:
+            return None  # a pid it says is its namespace's, not the judge's
         return self.hello.get("pid") or self.forked_pid  # a forked process can be killed before its hello
 
     def kill(self):
@@ -340,6 +384,7 @@ class Executor:
                 os.kill(self.pid, signal.SIGKILL)
         except Exception:
             pass
+        self._end_group()  # every process the executor started, in its group, ends with it
         self._forget()
 
     def close(self):
@@ -412,10 +457,15 @@ class Executor:
             self.stderr.spill()
             wait = POLL if deadline is None else max(0.0, min(POLL, deadline - time.monotonic()))
             try:
-                return self.channel.receive(timeout=wait)
+                msg = self.channel.receive(timeout=wait)
+                if self.group is not None and self.group.ran_out_of_memory:
+                    raise self._out_of_memory()
+                return msg
             except self.channel.TimeoutError:
                 pass
             except (EOFError, OSError) as exc:
+                if self.group is not None and self.group.ran_out_of_memory:
+                    raise self._out_of_memory() from exc
                 raise self._lost(f"the executor process ended without answering ({self._exit_status()})") from exc
             except self.channel.RemoteError as exc:
                 raise self._lost(f"the executor process failed: {str(exc).strip().splitlines()[-1:]}") from exc
@@ -431,6 +481,16 @@ class Executor:
                 self.kill()
                 raise ExecutorLost(f"the process running the layer grew past the memory limit ({limit:g} GiB, "
                                    f"--memory-limit) and was killed", out_of_memory=True)
+            if self.group is not None and self.group.ran_out_of_memory:
+                raise self._out_of_memory()
+
+    def _out_of_memory(self) -> ExecutorLost:
+        """The kernel killed a process of the executor's cgroup at its memory limit (the executor, or a process it
+        started: /dev/shm and /tmp are counted too): the executor and its group end."""
+        self.kill()
+        return ExecutorLost(f"the processes running the layer grew past the memory limit "
+                            f"({self.memory_limit_gib:g} GiB, --memory-limit, for the executor and every process "
+                            f"it started) and were killed", out_of_memory=True)
 
     def _place_it_hung(self) -> str:
         """Where the process is, "(at file:line in function)", from the stacks it dumps on SIGUSR2 (the server

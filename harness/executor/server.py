@@ -77,6 +77,13 @@ class Server:
         self.channel = channel
         self.pid = os.getpid()
         self.calling = None  # the adapter method the request being answered calls
+        self.sandbox = config.get("sandbox")  # what the judge started this process in (None: no sandbox)
+        if self.sandbox:
+            # a session of its own: no signal to the judge's process group (kill(0, ...)) reaches the judge
+            try:
+                os.setsid()
+            except OSError:
+                pass
         _quiet(config.get("stderr_file"))
         for path in reversed(config.get("path") or []):
             if path not in sys.path:
@@ -226,6 +233,7 @@ class Server:
                        implements=[m for m in dir(Adapter) if not m.startswith("_") and a.implements(m)])
         if self.zygote is not None:
             out["zygote"] = self.zygote
+        out["sandbox"] = _sandbox_seen(self.sandbox)
         return out
 
     # -- operations ----------------------------------------------------------------------------
@@ -289,7 +297,7 @@ class Server:
         (which only the judge knows: a process that connects first without it is turned away)."""
         if self.role != "zygote":
             raise RuntimeError("only the zygote forks")
-        return _fork_listening(token, self.channel)
+        return _fork_listening(token, self.channel, isolate=bool(self.sandbox))
 
     def op_begin_check(self):
         self.check_globals = self._globals()
@@ -409,7 +417,40 @@ def _reap() -> None:
             return
 
 
-def _fork_listening(token: str, channel) -> dict:
+def _sandbox_seen(told: str | None) -> dict:
+    """The sandbox this process finds itself in: what the judge said, and what it sees (its pid, whether its
+    working directory is writable, whether it has a network beyond a loopback)."""
+    out = {"told": told, "pid": os.getpid()}
+    try:
+        out["read_only"] = bool(os.statvfs(os.getcwd()).f_flag & os.ST_RDONLY)
+    except OSError:
+        pass
+    try:
+        with open("/proc/net/dev") as f:
+            out["network"] = sorted(line.split(":")[0].strip() for line in f.readlines()[2:])
+    except OSError:
+        pass
+    return out
+
+
+def _leave_network() -> None:
+    """(A process forked by the zygote, holding the judge's connection.) A user and network namespace of its
+    own: no network but a loopback that is down; the connection made before stays open."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    CLONE_NEWUSER, CLONE_NEWNET = 0x10000000, 0x40000000
+    uid, gid = os.geteuid(), os.getegid()
+    if libc.unshare(CLONE_NEWUSER | CLONE_NEWNET) != 0:
+        return  # the hello's `network` says what it kept
+    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+        try:
+            with open(f"/proc/self/{name}", "w") as f:
+                f.write(text)
+        except OSError:
+            pass
+
+
+def _fork_listening(token: str, channel, isolate: bool = False) -> dict:
     """A child of this process that listens on a loopback port for one execnet socket gateway whose
     bootstrap carries ``token``, and serves it; {"pid", "port"}. The child never returns here."""
     import socket
@@ -421,7 +462,7 @@ def _fork_listening(token: str, channel) -> dict:
     if pid == 0:
         code = 1
         try:
-            _serve_forked(listener, token, channel)
+            _serve_forked(listener, token, channel, isolate)
             code = 0
         finally:
             os._exit(code)  # never back into the parent's loop, nor its atexit handlers
@@ -430,7 +471,7 @@ def _fork_listening(token: str, channel) -> dict:
     return {"pid": pid, "port": port}
 
 
-def _serve_forked(listener, token: str, zygote_channel) -> None:
+def _serve_forked(listener, token: str, zygote_channel, isolate: bool = False) -> None:
     """In the forked child: leave the zygote's pipes alone, take the judge's connection, serve it."""
     import ast
     import socket
@@ -459,6 +500,8 @@ def _serve_forked(listener, token: str, zygote_channel) -> None:
         conn.close()
     listener.close()
     conn.settimeout(None)
+    if isolate:
+        _leave_network()  # a sandboxed run: the zygote's network was for this connection only
     source = ast.literal_eval(line.decode().rstrip())  # what execnet's own socketserver evals
     exec(compile(source, "<executor>", "exec"), {"clientsock": conn, "address": address})
 

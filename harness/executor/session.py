@@ -29,9 +29,11 @@ class UsageProblem(LoadFailed):
 
 
 class Session:
-    def __init__(self, pythons: dict | None = None, memory_limit_gib: float | None = None):
+    def __init__(self, pythons: dict | None = None, memory_limit_gib: float | None = None,
+                 sandbox: str | None = None):
         self.pythons = dict(pythons or {})
         self.memory_limit_gib = memory_limit_gib
+        self.sandbox = sandbox  # --sandbox (auto, require, off; None: the process's, sandbox.MODE)
         self.layer: dict[str, Executor] = {}
         self.native: dict[str, Executor] = {}
         self.loaded: dict = {}        # (framework, spec) -> (process number, impl handle, notes)
@@ -53,7 +55,7 @@ class Session:
         the longest checks, compiled and export, use the core the others leave idle). It shares this session's
         zygotes (they never run code under test) and each target's compilation cache directory (the same
         target's processes either way); it has no native executors (those checks use none)."""
-        side = Session(self.pythons, self.memory_limit_gib)
+        side = Session(self.pythons, self.memory_limit_gib, self.sandbox)
         side.needs_fresh, side.owner = self.needs_fresh, self
         side.zygotes, side.compiled_in = self.zygotes, self.compiled_in
         side._cache_root = self._cache_root_dir()
@@ -73,7 +75,7 @@ class Session:
             # a run with fresh processes: the native executor forks the zygote as it starts (no import of its own)
             forked_by = self.native.get(framework) if role == "zygote" and self.needs_fresh else None
             table[framework] = Executor(role, framework, self.pythons.get(framework), self.memory_limit_gib,
-                                        forked_by=forked_by)
+                                        forked_by=forked_by, sandbox=self.sandbox)
             if role == "native" and self.needs_fresh:
                 table[framework].bear_zygote()
         return table[framework]
@@ -112,7 +114,7 @@ class Session:
         its loaders need) and has run nothing: as fresh as a process started now, without the seconds of
         its import. The zygote itself starts once per run."""
         layer = self.layer.get(framework)
-        return fresh_adapter(framework, self.pythons.get(framework), self.memory_limit_gib,
+        return fresh_adapter(framework, self.pythons.get(framework), self.memory_limit_gib, sandbox=self.sandbox,
                              deadline=layer.deadline if layer is not None else None, running=self.running,
                              zygote=self._executor(self.zygotes, "zygote", framework),
                              cache=self.compiled_in.get((framework, self.current.get(framework))))
@@ -248,10 +250,10 @@ class Session:
 @contextlib.contextmanager
 def fresh_adapter(framework: str, python: str | None = None, memory_limit_gib: float | None = None,
                   deadline: float | None = None, running: list | None = None, zygote: Executor | None = None,
-                  cache: str | None = None):
+                  cache: str | None = None, sandbox: str | None = None):
     """An adapter on a new executor process of ``framework`` (see ``Session.fresh_adapter``), forked from
     ``zygote`` where one is given, else started; ``cache``: the target's compilation cache directory."""
-    ex = Executor("fresh", framework, python, memory_limit_gib, zygote=zygote)
+    ex = Executor("fresh", framework, python, memory_limit_gib, zygote=zygote, sandbox=sandbox)
     try:
         ex.start()
         ex.deadline = deadline
