@@ -72,6 +72,17 @@ MAX_MESSAGE = 300            # characters of a value quoted back in a message
 # Settable per run (--max-input-elements, or this environment variable, which executor processes inherit).
 MAX_INPUT_ELEMENTS_ENV = "CONFORMANCE_MAX_INPUT_ELEMENTS"
 DEFAULT_MAX_INPUT_ELEMENTS = 16 * 2 ** 20
+# The judge draws every case's inputs in float64 to check the reference against itself (and the checks draw
+# them again): the elements of all drawn inputs together are bounded per contract (every case's inputs, the
+# properties' and the training mode's, summed) and per run (summed over the run's contracts). Their defaults
+# follow the per-input limit (twice it per contract, sixteen times per run); each is settable on its own.
+# The judge's peak memory while it validates a contract stays within JUDGE_MEMORY_MULTIPLE times the bytes of
+# its drawn elements in float64, over the judge's own baseline (tests/hostile/test_bounds.py measures it).
+MAX_CONTRACT_ELEMENTS_ENV = "CONFORMANCE_MAX_CONTRACT_ELEMENTS"
+MAX_RUN_ELEMENTS_ENV = "CONFORMANCE_MAX_RUN_ELEMENTS"
+CONTRACT_ELEMENTS_PER_INPUT = 2
+RUN_ELEMENTS_PER_INPUT = 16
+JUDGE_MEMORY_MULTIPLE = 80  # measured 63 (tests/hostile/test_bounds.py): the wire copies every array per call
 
 
 class ContractError(Exception):
@@ -381,8 +392,8 @@ def _schema_problems(err, lines) -> list:
     if err.validator == "pattern" and isinstance(err.instance, str):
         return out(at, _pattern_message(err))
     if err.validator == "maximum" and at == ("timeout",):
-        return out(at, f"{err.instance!r} s is longer than the longest timeout, {err.validator_value} s (a day): "
-                       "a check that has not finished by then has hung")
+        return out(at, f"{err.instance!r} s is longer than the longest timeout, {err.validator_value:g} s "
+                       f"({err.validator_value / 60:g} minutes): a check that has not finished by then has hung")
     return out(at, err.message)
 
 
@@ -394,6 +405,7 @@ class Contract:
     data: dict
     path: str
     lines: dict = field(default_factory=dict, repr=False)
+    drawn_elements: int = field(default=0, repr=False)  # every drawn input's elements, summed (ElementBudget)
 
     name = property(lambda self: self.data["name"])
     kind = property(lambda self: self.data["kind"])
@@ -600,6 +612,8 @@ class _Rules:
     def __init__(self, data: dict, lines: dict, max_input_elements: int):
         self.data, self.lines, self.max_input_elements = data, lines, max_input_elements
         self.problems: list = []
+        self.drawn_elements = 0       # every drawn input's elements, summed (layer_conformance.contract.ElementBudget)
+        self.oversized = False        # an input over the per-input limit (said there; the sum is not said again)
         self.ctor = _map(data.get("constructor"))
         self.cases = [_map(c) for c in _seq(data.get("cases"))]
         self.case_names = [c["name"] for c in self.cases if isinstance(c.get("name"), str)]
@@ -645,6 +659,9 @@ class _Rules:
                 self.bad(at + (i,), f"{named} makes the input empty; every input needs at least one element")
             size = size * v if v is not None and size is not None else None
         limit = self.max_input_elements if drawn else MAX_ELEMENTS
+        if drawn and size is not None:
+            self.drawn_elements += size
+            self.oversized = self.oversized or size > limit
         if size is not None and size > limit:
             self.bad(at, f"{size} elements is more than the {limit} allowed per "
                      + (f"input (--max-input-elements or {MAX_INPUT_ELEMENTS_ENV} raises it)" if drawn
@@ -1024,11 +1041,17 @@ SECTION_RULES = {
 }
 
 
-def _semantic_problems(data: dict, lines: dict, max_input_elements: int) -> list:
-    """Every section's rules, all problems at once."""
+def _semantic_problems(data: dict, lines: dict, max_input_elements: int, budget=None) -> list:
+    """Every section's rules, all problems at once; ``budget`` (an ElementBudget): the drawn elements' bounds."""
     r = _Rules(data, lines, max_input_elements)
     for rules in SECTION_RULES.values():
         rules(r)
+    if budget is not None:
+        budget.pending = r.drawn_elements
+    if budget is not None and not r.oversized and not r.problems:
+        why = budget.problem(r.drawn_elements)
+        if why:
+            r.bad(("cases",), why)
     return r.problems
 
 
@@ -1069,17 +1092,65 @@ def input_element_limit(value=None) -> int:
     return value
 
 
-def load_contract(path, max_input_elements: int | None = None) -> Contract:
+def _element_limit(value, env: str, default: int, what: str) -> int:
+    if value is None:
+        raw = os.environ.get(env, "").strip()
+        if not raw:
+            return default
+        try:
+            value = int(raw)
+        except ValueError:
+            raise ValueError(f"{env}={raw!r}: expected a positive whole number of elements") from None
+    if not _is_int(value) or value < 1:
+        raise ValueError(f"max {what} elements {value!r}: expected a positive whole number of elements")
+    return value
+
+
+class ElementBudget:
+    """The bounds on drawn elements beyond each input's: per contract (every drawn input of it, summed) and per
+    run (every contract's sum, summed; ``used`` so far). A contract over either is a contract error, said before
+    anything of it is drawn. ``None`` limits: the environment's, else the defaults that follow the per-input
+    limit (CONTRACT_ELEMENTS_PER_INPUT, RUN_ELEMENTS_PER_INPUT times it)."""
+
+    def __init__(self, contract_limit=None, run_limit=None, max_input_elements=None):
+        per_input = input_element_limit(max_input_elements)
+        self.contract_limit = _element_limit(contract_limit, MAX_CONTRACT_ELEMENTS_ENV,
+                                             CONTRACT_ELEMENTS_PER_INPUT * per_input, "contract")
+        self.run_limit = _element_limit(run_limit, MAX_RUN_ELEMENTS_ENV, RUN_ELEMENTS_PER_INPUT * per_input, "run")
+        self.used = 0
+        self.pending = 0          # the elements of the contract being loaded
+        self.counted: dict = {}   # resolved path -> its elements (a contract loaded again is not counted twice)
+
+    def problem(self, elements: int) -> str | None:
+        if elements > self.contract_limit:
+            return (f"the contract's drawn inputs (every case's, the properties' and the training mode's) total "
+                    f"{elements} elements, more than the {self.contract_limit} allowed per contract "
+                    f"(--max-contract-elements or {MAX_CONTRACT_ELEMENTS_ENV} raises it)")
+        if self.used + elements > self.run_limit:
+            return (f"the contract's drawn inputs total {elements} elements, and with the run's other contracts' "
+                    f"{self.used} that is more than the {self.run_limit} allowed per run "
+                    f"(--max-run-elements or {MAX_RUN_ELEMENTS_ENV} raises it)")
+        return None
+
+
+def load_contract(path, max_input_elements: int | None = None, budget: ElementBudget | None = None,
+                  raw: bytes | None = None) -> Contract:
     """Read, validate and return the contract at ``path``; raise ContractError listing every problem.
 
-    ``max_input_elements`` caps the elements of each drawn input (default: ``input_element_limit()``).
+    ``max_input_elements`` caps the elements of each drawn input (default: ``input_element_limit()``);
+    ``budget`` the elements of all of them (default: the per-contract limit alone; a run passes its own, which
+    counts the run's contracts). ``raw``: the file's bytes as read before (the judge reads every contract
+    before any user code runs, and uses what it read then).
     """
     limit = input_element_limit(max_input_elements)
+    if budget is None:
+        budget = ElementBudget(max_input_elements=limit, run_limit=2 ** 62)
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise ContractError(path, [(None, "(file)", f"cannot read: {exc.strerror or exc}")]) from None
+    if raw is None:
+        try:
+            raw = path.read_bytes()
+        except OSError as exc:
+            raise ContractError(path, [(None, "(file)", f"cannot read: {exc.strerror or exc}")]) from None
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -1106,13 +1177,18 @@ def load_contract(path, max_input_elements: int | None = None) -> Contract:
         raise ContractError(path, [(1, "(top level)", f"a contract must be a mapping, not a {type(data).__name__}")])
 
     found = [p for err in _validator().iter_errors(data) for p in _schema_problems(err, lines)]
-    found += _semantic_problems(data, lines, limit)
+    key = str(path.resolve())
+    if key in budget.counted:   # loaded again (a second collection of the file): counted once
+        budget.used -= budget.counted.pop(key)
+    found += _semantic_problems(data, lines, limit, budget)
     # a value the reader replaced has been reported already; what follows from the stand-in is noise
     problems += [p for p in found if not any(p[1] == f or p[1].startswith((f + ".", f + "[")) for f in replaced)]
     problems = list(dict.fromkeys(problems))
     if problems:
         raise ContractError(path, problems)
     contract = Contract(data=data, path=str(path), lines=lines)
+    budget.counted[key] = contract.drawn_elements = budget.pending
+    budget.used += budget.counted[key]
     from .reference_check import reference_problems  # the reference checked against itself
     problems = [(contract.line(*at), _field_name(at), _short(message)) for at, message in reference_problems(contract, raw)]
     if problems:

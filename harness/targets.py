@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import hashlib
 import importlib
 import importlib.util
 import os
@@ -24,6 +25,62 @@ from .contract import ContractError, bundled_contracts, find_contract, load_cont
 
 class UsageError(Exception):
     """A command-line or bindings problem: one clear sentence, no traceback."""
+
+
+class Inputs:
+    """The judge's own inputs (the contracts, the bindings file, the expectations file) as read and hashed before
+    any user code runs, detection included. The run uses these bytes; ``changed()`` says which file no longer
+    has them (code under test that edited a contract to skip its own checks, say)."""
+
+    def __init__(self):
+        self.files: dict = {}   # resolved path -> (what it is, bytes, sha256)
+
+    def add(self, path, what: str):
+        p = Path(path).resolve()
+        if str(p) in self.files or not p.is_file():
+            return   # a missing file is reported where it is used
+        try:
+            raw = p.read_bytes()
+        except OSError:
+            return
+        self.files[str(p)] = (what, raw, hashlib.sha256(raw).hexdigest())
+
+    def raw(self, path) -> bytes | None:
+        entry = self.files.get(str(Path(path).resolve()))
+        return entry[1] if entry else None
+
+    def changed(self) -> list[str]:
+        """One line per file whose bytes are not those read before any user code ran."""
+        out = []
+        for path, (what, _, digest) in self.files.items():
+            try:
+                now = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+            except OSError:
+                now = None
+            if now != digest:
+                how = "removed" if now is None else f"sha256 {digest[:12]} when read before any user code ran, now {now[:12]}"
+                out.append(f"{what} {path} changed during the run ({how}): the run is refused (code under test "
+                           f"must not write the run's contracts, bindings or expectations)")
+        return out
+
+
+def read_inputs(contracts: list[str], bindings: str | None, expectations: str | None) -> Inputs:
+    """Every file the judge reads to decide, read and hashed now (before detection imports any layer)."""
+    out = Inputs()
+    if bindings:
+        out.add(bindings, "the bindings file")
+        entries = _entries_of(out.raw(bindings) or b"")
+        names = [str(e["contract"]) for e in entries or [] if isinstance(e, dict) and "contract" in e]
+    else:
+        names = list(contracts) or [str(p) for p in bundled_contracts().values()]
+    for name in names:
+        try:
+            out.add(find_contract(name), "the contract")
+        except ContractError:
+            pass   # an unknown contract: a usage error when planned
+    if expectations:
+        out.add(expectations, "the expectations file")
+    return out
 
 
 @dataclass
