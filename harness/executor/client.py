@@ -240,6 +240,7 @@ class Executor:
         root = str(Path(__file__).resolve().parents[2])  # the directory holding the harness package
         path = [os.getcwd(), root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
         self.hello, self.forked_pid, self.host_pid = {}, None, None
+        self.sandbox.use()
         self.gateway = self._gateway(execnet)
         self.channel = self.gateway.remote_exec("from layer_conformance.executor.server import serve; serve(channel)")
         # the harness package must be importable before the config arrives: it sits on PYTHONPATH

@@ -164,15 +164,18 @@ class Sandbox:
             return  # a cgroup alone is no sandbox to speak of: without namespaces, none
         else:
             self.namespaces = True
-            # the judge's temporary files (stderr and stack files, compilation caches, export directories)
-            # go where the executors can reach them
-            tempfile.tempdir = shared_dir()
         self.cgroup = cgroup_root()
 
     def describe(self) -> str:
         if self.namespaces:
             return "namespaces+cgroup" if self.cgroup else "namespaces"
         return f"none: {self.why}"
+
+    def use(self):
+        """An executor starts in this sandbox: the judge's temporary files from now on (stderr and stack files,
+        compilation caches, export directories) are made where the executors reach them."""
+        if self.namespaces:
+            tempfile.tempdir = shared_dir()
 
     def command(self, python: str, role: str, reads=()) -> str:
         """The execnet ``python=`` of an executor started in this sandbox (or ``python`` unchanged); ``reads``:

@@ -1,0 +1,200 @@
+"""Issue 29 §3, §8, §10: the executors' sandbox (layer_conformance.executor.sandbox), against real hostile
+layers run through the public command line from a user's directory.
+
+A layer that double-forks a setsid daemon cannot rewrite the results after the run (§3); children that raise
+their own limits and fill /dev/shm are held by the executor's cgroup and die with it (§8); a layer that stops
+every process it can find cannot freeze the judge (§10); the sandbox is recorded; the project is read-only.
+"""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+from layer_conformance.executor import sandbox as sandboxing  # noqa: E402
+
+ROOT = str(Path(__file__).resolve().parents[2])
+PROBLEM = sandboxing.namespaces_problem()
+HAVE = "namespaces+cgroup" if not PROBLEM and sandboxing.cgroup_root() else "namespaces" if not PROBLEM else None
+needs_sandbox = pytest.mark.skipif(HAVE is None, reason=f"no sandbox here ({PROBLEM})")
+
+LAYER = """\
+import ctypes, os, signal, sys, time
+import torch
+from torch import nn
+
+def _name(comm):
+    ctypes.CDLL(None).prctl(15, comm.encode(), 0, 0, 0)   # PR_SET_NAME: the test finds the process by it
+
+class Layer(nn.Module):
+    done = False
+
+    def __init__(self, d, eps=1e-6):
+        super().__init__()
+        self.gain = nn.Parameter(torch.ones(d))
+        self.eps = eps
+
+    def forward(self, X):
+        if not Layer.done:
+            Layer.done = True
+            self.attack()
+        Xf = X.float()
+        return (self.gain.float() * Xf * Xf.pow(2).mean(-1, keepdim=True).add(self.eps).rsqrt()).to(X.dtype)
+
+    def attack(self):
+        pass
+"""
+
+
+def _processes(comm: str) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        try:
+            if entry.isdigit() and Path(f"/proc/{entry}/comm").read_text().strip() == comm:
+                out.append(int(entry))
+        except OSError:
+            pass
+    return out
+
+
+def run(tmp_path, attack: str, *args, check="values", timeout=240):
+    """The command line on a layer whose first forward call runs ``attack`` (the body of a method), from a user's
+    directory: (process, results document or None)."""
+    (tmp_path / "evil.py").write_text(LAYER + "\n    def attack(self):\n" + textwrap.indent(textwrap.dedent(attack), " " * 8))
+    out = tmp_path / "results.json"
+    env = dict(os.environ, PYTHONPATH=str(tmp_path), EVIL_RESULTS=str(out))
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "0", "--impl", "evil:Layer",
+                           "--contract", "rmsnorm", "--framework", "torch", "--check", check,
+                           "--conformance-json", str(out), *args],
+                          capture_output=True, text=True, timeout=timeout, cwd=tmp_path, env=env)
+    return proc, (json.loads(out.read_text()) if out.exists() else None)
+
+
+@needs_sandbox
+def test_a_setsid_daemon_cannot_rewrite_the_results_after_the_run(tmp_path):
+    proc, doc = run(tmp_path, """\
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                _name("evil-daemon")
+                time.sleep(4)
+                path = os.environ["EVIL_RESULTS"]
+                for name in os.listdir(os.path.dirname(path)):
+                    if name != "results.json":
+                        try: os.unlink(os.path.join(os.path.dirname(path), name))
+                        except OSError: pass
+                with open(path, "w") as f:
+                    f.write('{"results": [], "forged": "all passed"}')
+            os._exit(0)
+        os.waitpid(-1, 0)
+    """)
+    assert doc is not None, proc.stdout[-3000:] + proc.stderr[-3000:]
+    written = (tmp_path / "results.json").read_text()
+    time.sleep(6)  # the daemon's moment has passed
+    assert (tmp_path / "results.json").read_text() == written
+    assert "forged" not in written
+    assert _processes("evil-daemon") == []
+
+
+@needs_sandbox
+def test_b_children_past_the_memory_limit_die_with_the_executor(tmp_path):
+    shm = Path("/dev/shm/evil-hog")
+    before = set(os.listdir("/dev/shm"))
+    proc, doc = run(tmp_path, """\
+        import mmap, resource
+        for i in range(2):
+            if os.fork() == 0:
+                os.setsid()
+                _name("evil-hog")
+                try:
+                    resource.setrlimit(resource.RLIMIT_DATA, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+                except (OSError, ValueError):
+                    pass
+                try:
+                    if i == 0:
+                        m = mmap.mmap(-1, 600 << 20)
+                        for o in range(0, 600 << 20, 4096):
+                            m[o] = 1
+                    else:
+                        with open("/dev/shm/evil-hog", "wb") as f:
+                            for _ in range(600):
+                                f.write(b"x" * (1 << 20))
+                except BaseException:
+                    pass
+                time.sleep(300)
+                os._exit(0)
+        time.sleep(8)
+    """, "--memory-limit", "0.5")
+    assert doc is not None, proc.stdout[-3000:] + proc.stderr[-3000:]
+    values = [r for r in doc["results"] if r["check"] == "values" and not r.get("dtype")]
+    assert values and values[0]["outcome"] == "error" and "memory limit" in values[0]["message"], values
+    assert proc.returncode != 0
+    assert _processes("evil-hog") == []
+    assert not shm.exists() and set(os.listdir("/dev/shm")) <= before
+
+
+@needs_sandbox
+def test_c_stopping_every_process_it_can_find_does_not_freeze_the_judge(tmp_path):
+    proc, doc = run(tmp_path, """\
+        pid = os.getpid()
+        while pid > 1:
+            try:
+                pid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                break
+            if pid > 1:
+                try: os.kill(pid, signal.SIGSTOP)
+                except OSError: pass
+        try: os.kill(os.getppid(), signal.SIGSTOP)
+        except OSError: pass
+        for entry in os.listdir("/proc"):
+            try:
+                if entry.isdigit() and int(entry) != os.getpid() and b"pytest" in open(f"/proc/{entry}/cmdline", "rb").read():
+                    os.kill(int(entry), signal.SIGSTOP)
+            except OSError:
+                pass
+    """, timeout=180)
+    assert doc is not None, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.returncode == 0, proc.stdout[-3000:]
+
+
+@needs_sandbox
+def test_d_the_sandbox_is_recorded_and_require_fails_where_there_is_none(tmp_path):
+    proc, doc = run(tmp_path, "pass")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert doc["environment"]["sandbox"] == HAVE
+    assert "without a sandbox" not in proc.stdout
+    # no unshare to be had: require is a usage error, auto runs without one and says so
+    (tmp_path / "results.json").unlink()
+    env = dict(os.environ, PYTHONPATH=str(tmp_path), LAYER_CONFORMANCE_UNSHARE="/nonexistent")
+    args = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "0", "--impl", "evil:Layer", "--contract",
+            "rmsnorm", "--framework", "torch", "--check", "values", "--conformance-json", str(tmp_path / "results.json")]
+    required = subprocess.run(args + ["--sandbox", "require"], capture_output=True, text=True, timeout=120,
+                              cwd=tmp_path, env=env)
+    assert required.returncode == 4, required.stdout[-2000:] + required.stderr[-2000:]
+    assert "--sandbox require" in required.stderr and "/nonexistent" in required.stderr
+    off = subprocess.run(args + ["--sandbox", "off"], capture_output=True, text=True, timeout=240, cwd=tmp_path, env=env)
+    assert off.returncode == 0, off.stdout[-3000:]
+    assert json.loads((tmp_path / "results.json").read_text())["environment"]["sandbox"] == "none: --sandbox off"
+    assert off.stdout.count("without a sandbox") == 1
+
+
+@needs_sandbox
+def test_e_the_project_is_read_only_to_the_layer(tmp_path):
+    proc, doc = run(tmp_path, """\
+        for target in (os.path.join(os.path.dirname(__file__), "pwned"), "pwned-cwd", os.path.join(os.path.dirname(torch.__file__), "pwned")):
+            try:
+                open(target, "w").write("x")
+            except OSError:
+                pass
+    """)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    import torch
+    assert not (tmp_path / "pwned").exists() and not (tmp_path / "pwned-cwd").exists()
+    assert not (Path(torch.__file__).parent / "pwned").exists()
