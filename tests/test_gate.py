@@ -26,7 +26,7 @@ def _write(tmp_path, name, text):
 
 # --- expectations file ------------------------------------------------------------------------
 
-def test_entries_match_by_glob_and_omitted_fields_match_anything(tmp_path):
+def test_entries_match_by_glob_where_globs_are_allowed_and_omitted_fields_match_anything(tmp_path):
     p = _write(tmp_path, "exp.yaml", """\
         expectations:
           - contract: rms*
@@ -37,7 +37,7 @@ def test_entries_match_by_glob_and_omitted_fields_match_anything(tmp_path):
             expected: [error]
             link: https://example.org/1
         """)
-    first, second = load_expectations(p)
+    first, second = load_expectations(p, allow_glob=True)
     assert first.outcomes == ("failed", "error") and first.where == f"{p}:2"
     assert first.matches(_rec("values", "failed", contract="rmsnorm", framework="tensorflow"))
     assert not first.matches(_rec("values", "failed", contract="rmsnorm", framework="torch"))
@@ -46,7 +46,7 @@ def test_entries_match_by_glob_and_omitted_fields_match_anything(tmp_path):
 
 
 def test_a_bare_list_and_an_empty_file_are_accepted(tmp_path):
-    assert len(load_expectations(_write(tmp_path, "a.yaml", "- {check: '*', expected: failed, reason: r}\n"))) == 1
+    assert len(load_expectations(_write(tmp_path, "a.yaml", "- {check: values, expected: failed, reason: r}\n"))) == 1
     assert load_expectations(_write(tmp_path, "b.yaml", "# nothing expected yet\n")) == []
 
 
@@ -74,7 +74,7 @@ def test_annotate_prefers_the_entry_that_covers_the_outcome(tmp_path):
         - {check: values, expected: error, reason: only errors}
         - {check: values, expected: failed, reason: wrong numbers}
         - {check: gradients, expected: fail, reason: known}
-        - {contract: nothing-like-this, expected: fail, reason: stale}
+        - {contract: nothing-like-this, check: values, expected: fail, reason: stale}
         """))
     failed, passed, skipped = _rec("values", "failed"), _rec("gradients", "passed"), _rec("gradients", "skipped")
     assert expectation_for(exps, failed).reason == "wrong numbers"
@@ -90,7 +90,7 @@ def test_update_keeps_reasons_drops_fixed_entries_and_adds_new_failures(tmp_path
     exps = load_expectations(_write(tmp_path, "e.yaml", """\
         - {check: values, expected: fail, reason: still broken}
         - {check: gradients, expected: fail, reason: fixed since}
-        - {framework: mxnet, expected: fail, reason: not run here}
+        - {framework: mxnet, check: values, expected: fail, reason: not run here}
         """))
     records = [_rec("values", "failed"), _rec("gradients", "passed"), _rec("devices", "error", message="boom\nmore")]
     entries, counts = updated_expectations(exps, records)
@@ -168,11 +168,12 @@ def test_an_expectations_entry_lets_the_same_run_pass(project):
     _write(project, "expectations.yaml", """\
         expectations:
           - contract: centered
-            impl: "mylayers:*"
+            impl: "mylayers:Centered"
             check: values
             expected: fail
             reason: the offset bug, fixed in the next release
           - framework: mxnet
+            check: values
             expected: fail
             reason: about another environment
         """)
@@ -180,7 +181,7 @@ def test_an_expectations_entry_lets_the_same_run_pass(project):
                    "--conformance-json", "r.json", "--conformance-html", "r.html")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "1 xfailed" in proc.stdout and "xfail" in proc.stdout
-    assert "expectations.yaml:7: the entry for framework=mxnet matches no check in this run" in proc.stdout
+    assert "expectations.yaml:7: the entry for framework=mxnet, check=values matches no check in this run" in proc.stdout
     values = next(r for r in results.load(project / "r.json")["results"] if r.check == "values")
     assert values.outcome == "failed" and values.expected is True
     assert values.expectation["reason"] == "the offset bug, fixed in the next release"
@@ -200,7 +201,7 @@ def test_strict_expectations_fail_on_a_fixed_layer_and_update_rewrites_the_file(
     _write(project, "expectations.yaml", """\
         expectations:
           - {check: values, expected: fail, reason: was broken}
-          - {framework: mxnet, expected: fail, reason: about another environment}
+          - {framework: mxnet, check: values, expected: fail, reason: about another environment}
         """)
     proc = _pytest(project, GOOD, "--expectations", "expectations.yaml", "--strict-expectations",
                    "--update-expectations")
@@ -208,7 +209,8 @@ def test_strict_expectations_fail_on_a_fixed_layer_and_update_rewrites_the_file(
     assert "XPASS(strict)" in proc.stdout and "now passing: centered mylayers:Centered [torch-cpu] values" in proc.stdout
     assert "1 kept, 1 dropped as now passing, 0 added" in proc.stdout
     rewritten = load_expectations(project / "expectations.yaml")
-    assert [(e.patterns, e.reason) for e in rewritten] == [({"framework": "mxnet"}, "about another environment")]
+    assert [(e.patterns, e.reason) for e in rewritten] == [({"framework": "mxnet", "check": "values"},
+                                                            "about another environment")]
 
 
 def test_a_malformed_expectations_file_is_a_usage_error(project):

@@ -69,7 +69,7 @@ def test_stale_entries_are_those_matching_nothing_or_no_longer_failing(tmp_path)
         - {check: values, expected: fail, reason: broken}
         - {check: gradients, expected: fail, reason: fixed since}
         - {check: devices, expected: fail, reason: now skipped}
-        - {framework: mxnet, expected: fail, reason: not in this run}
+        - {framework: mxnet, check: values, expected: fail, reason: not in this run}
         """))
     records = [_rec("values", "failed"), _rec("gradients", "passed"), _rec("devices", "skipped")]
     nothing, not_failing = gate.stale_expectations(exps, records)
@@ -267,11 +267,12 @@ def test_a_whole_frameworks_bindings_gone_is_a_regression(repo, tmp_path):
 
 
 def test_strict_expectations_fail_on_an_entry_matching_nothing(repo, tmp_path):
-    (tmp_path / "exp.yaml").write_text("- {contract: no_such_contract, expected: fail, reason: stale}\n")
+    (tmp_path / "exp.yaml").write_text("- {contract: no_such_contract, check: values, expected: fail, reason: stale}\n")
     _git(repo, "checkout", "-q", "main")
     proc = _gate(repo, "--expectations", str(tmp_path / "exp.yaml"), "--strict-expectations")
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "exp.yaml:1: the entry for contract=no_such_contract matches no check in this run" in proc.stdout
+    assert "exp.yaml:1: the entry for contract=no_such_contract, check=values matches no check in this run" \
+        in proc.stdout
     assert "--strict-expectations: 1 stale expectations entry" in proc.stdout
     proc = _gate(repo, "--expectations", str(tmp_path / "exp.yaml"))
     assert proc.returncode == 0, proc.stdout + proc.stderr

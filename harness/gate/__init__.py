@@ -15,33 +15,41 @@ Exit codes of a conformance run (pytest's numbering where the meanings overlap):
   check or whose checks no longer fail.
 * 2 -- interrupted (pytest's own: Ctrl-C, a collection error that is not a contract).
 * 3 -- broken contract: a contract file could not be loaded.
-* 4 -- usage error: bad options, a malformed expectations file, an unreadable baseline.
+* 4 -- usage error: bad options, a malformed expectations file (a glob entry without
+  ``--allow-glob-expectations`` among them), an unreadable baseline.
 * 5 -- nothing was collected (pytest's own).
 
 An expectations file (``--expectations FILE``) lists known failures::
 
     expectations:
-      - contract: rmsnorm            # every key is a glob; a missing key matches anything, but an
-                                     # entry names at least one of contract/impl/framework/device/check
-        impl: "mypkg.layers:*"
+      - contract: rmsnorm            # exact ids; a missing key matches anything, except check: an
+        impl: "mypkg.layers:RMSNorm" # entry names the exact check it excuses
         framework: tensorflow
         check: serialization
         expected: fail               # fail (= failed or error), failed, error, or a list of these
         reason: keras 3 drops the gain on reload    # reason or link is required
         link: https://example.org/issues/12
+
+Globs (``check: "*"``, ``impl: "mypkg.layers:*"``) and entries without ``check`` are a usage error
+unless ``--allow-glob-expectations`` is given (a command-line flag, not an ini key): an excuse a pull
+request writes beside the layer it breaks then names what it excuses. Under ``--changed-since REV``
+the gate lists, before its verdict, every entry the branch added since the merge base with REV
+(``selection.expectations_added`` in the results file, with --bindings).
 """
 
 from __future__ import annotations
 
 from ..record import FAILING, KEY as KEY_FIELDS
 from ..results import Comparison, compare
-from .expectations import (Expectation, ExpectationsError, annotate, expectation_for, load_expectations,
-                           stale_expectations, unmatched, updated_expectations, write_expectations)
+from .expectations import (Expectation, ExpectationsError, added_since, annotate, expectation_for,
+                           expectations_at, load_expectations, parse_expectations, stale_expectations, unmatched,
+                           updated_expectations, write_expectations)
 # pytest registers this module as the plugin: the hooks must be names in it
 from .hooks import (EXIT_CONTRACT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Gate, pytest_addoption,
                     pytest_configure, pytest_runtest_makereport, pytest_sessionfinish, pytest_terminal_summary)
 
-__all__ = ["FAILING", "KEY_FIELDS", "Comparison", "compare", "Expectation", "ExpectationsError", "annotate",
+__all__ = ["FAILING", "KEY_FIELDS", "Comparison", "compare", "Expectation", "ExpectationsError", "added_since",
+           "annotate", "expectations_at", "parse_expectations",
            "expectation_for", "load_expectations", "stale_expectations", "unmatched", "updated_expectations",
            "write_expectations", "EXIT_OK", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_CONTRACT", "EXIT_USAGE",
            "Gate", "pytest_addoption", "pytest_configure", "pytest_runtest_makereport", "pytest_sessionfinish",

@@ -38,29 +38,48 @@ class ExpectationsError(Exception):
     """A malformed expectations file; the message names the file, the line and the field."""
 
 
+# what makes a field a glob (fnmatch's wildcards): refused unless globs are allowed (--allow-glob-expectations)
+GLOB_CHARS = re.compile(r"[*?\[]")
+GLOB_FLAG = "--allow-glob-expectations"
+
+
 @dataclass
 class Expectation:
-    patterns: dict               # field -> glob, only the fields the entry names
+    patterns: dict               # field -> exact id (a glob where globs are allowed), only the fields named
     outcomes: tuple              # the outcomes it expects, e.g. ("failed", "error")
     expected: object             # as written (kept when the file is rewritten)
     reason: str = ""
     link: str = ""
     line: int = 0
     path: str = ""
+    glob: bool = False           # fields are fnmatch globs (--allow-glob-expectations); else exact ids
+
+    def _match(self, value, pattern) -> bool:
+        return fnmatch.fnmatchcase(str(value), pattern) if self.glob else str(value) == pattern
 
     def matches(self, record: Record) -> bool:
-        return all(fnmatch.fnmatchcase(str(getattr(record, k)), p) for k, p in self.patterns.items())
+        return all(self._match(getattr(record, k), p) for k, p in self.patterns.items())
 
     def could_match(self, **fields) -> bool:
         """Whether some record with these fields (each a value, or a collection of values it may have) could match:
         the fields not given may be anything."""
-        return all(any(fnmatch.fnmatchcase(str(v), self.patterns[k])
+        return all(any(self._match(v, self.patterns[k])
                        for v in ([values] if isinstance(values, str) else values))
                    for k, values in fields.items() if k in self.patterns)
 
     @property
     def where(self) -> str:
         return f"{self.path}:{self.line}"
+
+    @property
+    def identity(self) -> tuple:
+        """What the entry excuses (its fields and outcomes): the same entry in two versions of the file."""
+        return tuple(sorted(self.patterns.items())), tuple(sorted(self.outcomes))
+
+    def describe(self) -> str:
+        fields = ", ".join(f"{k}={v}" for k, v in self.patterns.items())
+        said = "; ".join(filter(None, [self.reason, self.link]))
+        return f"{fields}, expected {'/'.join(self.outcomes)}" + (f" ({said})" if said else "")
 
     def as_record_note(self) -> dict:
         return {k: v for k, v in (("reason", self.reason), ("link", self.link), ("where", self.where)) if v}
@@ -104,13 +123,39 @@ def _expected(path, node):
     return tuple(outcomes), written
 
 
-def load_expectations(path) -> list[Expectation]:
-    """Parse an expectations file; ExpectationsError names file:line: field on any problem."""
+def load_expectations(path, allow_glob: bool = False) -> list[Expectation]:
+    """Parse an expectations file; ExpectationsError names file:line: field on any problem. Entries name
+    exact ids; with ``allow_glob`` (--allow-glob-expectations) their fields are fnmatch globs and an entry
+    may leave ``check`` out (every check), else either is refused (``exact_ids``)."""
     path = str(path)
     try:
         text = Path(path).read_text()
     except OSError as exc:
         raise ExpectationsError(f"expectations file {path}: cannot read: {exc.strerror or exc}") from None
+    return parse_expectations(text, path, allow_glob)
+
+
+def exact_ids(path, entries: list[Expectation]) -> None:
+    """Refuses, in one message naming the file, each entry and the flag, entries that excuse checks nobody
+    named: a field that is a glob, or no ``check`` (which matches every check of the binding)."""
+    loose = []
+    for e in entries:
+        globs = [(k, v) for k, v in e.patterns.items() if GLOB_CHARS.search(v)]
+        if globs:
+            loose.append(f"{e.where}: {', '.join(f'{k}: {v!r}' for k, v in globs)} is a glob")
+        elif "check" not in e.patterns:
+            loose.append(f"{e.where}: names no check, so it matches every check")
+    if loose:
+        raise ExpectationsError(
+            f"invalid expectations file {loose[0]}"
+            + (f" (and {len(loose) - 1} more: {'; '.join(loose[1:])})" if len(loose) > 1 else "")
+            + f": an entry names the exact check it excuses (and exact contract, impl, framework, device where "
+              f"it names them), so that it excuses no failure nobody listed; write the ids (--update-expectations "
+              f"writes them), or pass {GLOB_FLAG} to let entries be globs")
+
+
+def parse_expectations(text: str, path: str, allow_glob: bool = False) -> list[Expectation]:
+    """``load_expectations`` of a file's text (``path`` names it in messages)."""
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:
@@ -147,16 +192,46 @@ def load_expectations(path) -> list[Expectation]:
             _fail(path, node, "expected", "required (fail, failed, error, or a list of failed/error)")
         if not any(k in seen for k in KEY_FIELDS):
             _fail(path, node, "(entry)", "names none of contract, impl, framework, device or check, so it would "
-                                         "match every check; name at least one (`check: \"*\"` says every check "
-                                         "on purpose)")
+                                         f"match every check; name at least one (`check: \"*\"` with {GLOB_FLAG} "
+                                         f"says every check on purpose)")
         outcomes, written = _expected(path, seen["expected"])
         texts = {k: _scalar(path, k, seen[k]) for k in ("reason", "link") if k in seen}
         if not texts:
             _fail(path, node, "reason", "required: say why the failure is expected (or give a `link`)")
         out.append(Expectation(patterns={k: _scalar(path, k, seen[k]) for k in KEY_FIELDS if k in seen},
                                outcomes=outcomes, expected=written, reason=texts.get("reason", ""),
-                               link=texts.get("link", ""), line=node.start_mark.line + 1, path=path))
+                               link=texts.get("link", ""), line=node.start_mark.line + 1, path=path,
+                               glob=allow_glob))
+    if not allow_glob:
+        exact_ids(path, out)
     return out
+
+
+def added_since(expectations: list[Expectation], old: list[Expectation]) -> list[Expectation]:
+    """The entries of ``expectations`` that ``old`` (the file at the base revision) does not have: same
+    fields and outcomes (a reason reworded is the same entry; a field or an outcome changed is a new one)."""
+    before = {e.identity for e in old}
+    return [e for e in expectations if e.identity not in before]
+
+
+def expectations_at(rev: str, path) -> list[Expectation]:
+    """The entries of the expectations file ``path`` as it was at ``rev`` (``git show``): none where the
+    file did not exist there, or did not parse. Raises OSError/CalledProcessError where git cannot be asked."""
+    import subprocess
+    p = Path(path).resolve()
+    git = ["git", "-C", str(p.parent)]
+    top = Path(subprocess.run([*git, "rev-parse", "--show-toplevel"], capture_output=True, text=True,
+                              check=True).stdout.strip()).resolve()
+    subprocess.run([*git, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], capture_output=True,
+                   check=True)
+    shown = subprocess.run([*git, "show", f"{rev}:{p.relative_to(top).as_posix()}"], capture_output=True,
+                           text=True)
+    if shown.returncode != 0:
+        return []   # not in the tree at rev
+    try:
+        return parse_expectations(shown.stdout, f"{rev}:{path}", allow_glob=True)
+    except ExpectationsError:
+        return []
 
 
 def expectation_for(expectations: list[Expectation], record: Record) -> Expectation | None:
@@ -225,7 +300,8 @@ def updated_expectations(expectations: list[Expectation], records: list[Record],
 
 
 def write_expectations(path, entries: list[dict]) -> None:
-    header = ("# Known conformance failures: each entry's keys are globs (a missing key matches anything);\n"
+    header = ("# Known conformance failures: each entry names the exact check (and contract, impl, framework,\n"
+              "# device: a missing one matches anything); globs only with --allow-glob-expectations;\n"
               "# `expected` is fail, failed, error or a list; every entry needs a reason or a link.\n")
     body = yaml.safe_dump({"expectations": entries}, sort_keys=False, default_flow_style=False,
                           allow_unicode=True, width=110)

@@ -11,8 +11,8 @@ import pytest
 from .. import results
 from ..plugin import current_run, option
 from ..record import Record
-from .expectations import (Expectation, ExpectationsError, annotate, first_line, load_expectations,
-                           stale_expectations, updated_expectations, write_expectations)
+from .expectations import (Expectation, ExpectationsError, added_since, annotate, expectations_at, first_line,
+                           load_expectations, stale_expectations, updated_expectations, write_expectations)
 
 EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_CONTRACT, EXIT_USAGE = 0, 1, 2, 3, 4
 
@@ -27,6 +27,8 @@ class Gate:
                                   or None)
         self.strict = bool(config.getoption("strict_expectations") or config.getini("conformance_strict_expectations"))
         self.update = bool(config.getoption("update_expectations"))
+        # command line only (no ini key): a pull request that edits the project's configuration cannot turn it on
+        self.allow_glob = bool(config.getoption("allow_glob_expectations"))
         self.baseline_path = config.getoption("baseline")
         self.expectations: list[Expectation] = []
         self.baseline: dict | None = None         # a results document (layer_conformance.results.load)
@@ -38,7 +40,7 @@ class Gate:
             raise pytest.UsageError("--update-expectations needs --expectations FILE (the file to rewrite)")
         if self.expectations_path and not (self.update and not Path(self.expectations_path).exists()):
             try:
-                self.expectations = load_expectations(self.expectations_path)
+                self.expectations = load_expectations(self.expectations_path, self.allow_glob)
             except ExpectationsError as exc:
                 raise pytest.UsageError(str(exc)) from None
         if self.baseline_path and not _is_worker(config):
@@ -67,6 +69,9 @@ def pytest_addoption(parser):
                 help="an expected failure that now passes fails the run")
     g.addoption("--update-expectations", action="store_true", default=False,
                 help="rewrite the --expectations file from this run, keeping existing reasons")
+    g.addoption("--allow-glob-expectations", action="store_true", default=False,
+                help="let expectations entries be globs (e.g. check: \"*\") and leave out check; without it "
+                     "an entry names the exact check it excuses")
     g.addoption("--baseline", metavar="OLD.json",
                 help="a previous results file: fail only on regressions against it")
     parser.addini("conformance_html", "default --conformance-html", type="string", default=None)
@@ -159,6 +164,41 @@ def _selection_lines(selection: dict, say) -> None:
         say((f"  ... and {len(shown) - 20} more (the results file's `selection` lists them all)", {}))
 
 
+def _merge_base(rev: str, selection, cwd) -> str:
+    """Where the branch left ``rev`` (as a pull request sees it; the selection's, where --bindings made one)."""
+    import subprocess
+    if selection and selection.get("merge_base"):
+        return selection["merge_base"]
+    done = subprocess.run(["git", "-C", str(cwd), "merge-base", rev, "HEAD"], capture_output=True, text=True)
+    return done.stdout.strip() if done.returncode == 0 and done.stdout.strip() else rev
+
+
+def _added_lines(gate, rev, selection, say) -> None:
+    """Under --changed-since: every expectations entry the branch added since the base, before the verdict, so
+    that an excuse written beside the layer it excuses is read in the review (and in the results file)."""
+    import subprocess
+    path = gate.expectations_path
+    try:
+        base = _merge_base(rev, selection, Path(path).resolve().parent)
+        old = expectations_at(base, path)
+    except (OSError, ValueError, subprocess.CalledProcessError) as exc:
+        detail = (getattr(exc, "stderr", None) or b"")
+        detail = (detail.decode() if isinstance(detail, bytes) else detail).strip() or str(exc)
+        say((f"warning: cannot read {path} as it was at {rev} ({detail}): every entry is listed as added",
+             {"yellow": True}))
+        old = []
+    added = added_since(gate.expectations, old)
+    if selection is not None:
+        selection["expectations_added"] = [{**e.as_yaml(), "where": e.where} for e in added]
+    if not added:
+        say((f"expectations added since {rev}: none ({path})", {}))
+        return
+    say((f"expectations added since {rev}: {len(added)} entr{'y' if len(added) == 1 else 'ies'} in {path}, each "
+         f"excusing the failures it matches (review them with the change)", {"bold": True, "yellow": True}))
+    for e in added:
+        say((f"  + {e.where}: {e.describe()}", {"yellow": True}))
+
+
 def _environment(run):
     return results.environment(run.frameworks(), results.devices_of(run.results), run.seed)
 
@@ -175,6 +215,9 @@ def pytest_sessionfinish(session, exitstatus):
     selection = getattr(run.targets, "selection", None)
     if selection is not None:
         _selection_lines(selection, say)
+    rev = config.getoption("changed_since")
+    if rev and gate.expectations_path:
+        _added_lines(gate, rev, selection, say)
     if gate.expectations:
         for r in records:
             if r.expectation is None:
@@ -204,7 +247,7 @@ def pytest_sessionfinish(session, exitstatus):
         say((f"updated {gate.expectations_path}: {len(entries)} entries ({counts['kept']} kept, "
              f"{counts['dropped']} dropped as now passing, {counts['added']} added)", {}))
         # the run's purpose is done once every failure is recorded: they are the file's expected failures now
-        written = load_expectations(gate.expectations_path)
+        written = load_expectations(gate.expectations_path, gate.allow_glob)
         for r in records:
             if r.failing and not r.expected:
                 annotate(r, written)
