@@ -32,12 +32,29 @@ def _eval(executor, expr):
     return executor.request("reference", module="builtins", function="eval", args=[expr])
 
 
+def _own_pid(executor):
+    """The pid an executor has in its own PID namespace (sandboxed: not the judge's number for it), which its
+    children's getppid() gives."""
+    return executor.hello["pid"]
+
+
+def _host(parent, pid):
+    """The judge's pid of ``parent``'s child that says ``pid`` (sandboxed, pids are the namespace's)."""
+    from layer_conformance.executor import sandbox
+    return sandbox.host_pid(parent.pid, pid) if parent.sandbox.namespaces else pid
+
+
+def _started_by_judge(pid):
+    """Started by this process: its child, or (sandboxed) the grandchild of the unshare this process started."""
+    return os.getpid() in (_ppid(pid), _ppid(_ppid(_ppid(pid))))
+
+
 def test_a_fresh_executor_is_forked_and_has_run_nothing(session):
     with session.fresh_adapter("torch") as first, session.fresh_adapter("torch") as second:
         zygote = session.zygotes["torch"]
         a, b = first._executor, second._executor
         assert len({zygote.pid, a.pid, b.pid}) == 3
-        assert _eval(a, "__import__('os').getppid()") == zygote.pid  # forked, not started
+        assert _eval(a, "__import__('os').getppid()") == _own_pid(zygote)  # forked, not started
         assert _eval(a, "'torch._dynamo' in __import__('sys').modules") is True  # what the loaders need
         assert first.name == "torch" and first.numpy(first.tensor(__import__("numpy").ones(3))).sum() == 3.0
         # what one child does stays in it
@@ -54,7 +71,7 @@ def test_a_connection_without_the_token_is_turned_away(session):
     intruder.sendall(repr("clientsock.sendall(b'ran')").encode() + b"\n")  # what execnet's bootstrap looks like
     assert intruder.recv(3) == b""  # closed without running it
     intruder.close()
-    os.kill(forked["pid"], 9)
+    os.kill(_host(zygote, forked["pid"]), 9)
     # the judge's own connection, with its token, is served
     with session.fresh_adapter("torch") as fresh:
         assert _eval(fresh._executor, "1 + 1") == 2
@@ -81,7 +98,7 @@ def test_a_dead_zygote_is_replaced(session):
     zygote = session.zygotes["torch"]
     os.kill(zygote.pid, 9)
     with session.fresh_adapter("torch") as fresh:
-        assert _eval(fresh._executor, "__import__('os').getppid()") == session.zygotes["torch"].pid
+        assert _eval(fresh._executor, "__import__('os').getppid()") == _own_pid(session.zygotes["torch"])
     assert zygote.started == 2
 
 
@@ -115,7 +132,7 @@ def test_without_a_session_fresh_executors_are_forked_from_this_process_zygote()
     ctx = context_for(load_contract(bundled_contracts()["rmsnorm"]), "layer_conformance.reference_impls.torch.rmsnorm:IMPL", "torch")
     assert ctx.session is None
     with ctx.fresh_adapter() as fresh:
-        assert _eval(fresh._executor, "__import__('os').getppid()") == local_zygote("torch").pid
+        assert _eval(fresh._executor, "__import__('os').getppid()") == _own_pid(local_zygote("torch"))
 
 
 @pytest.mark.parametrize("framework", ["torch", "jax"])
@@ -162,7 +179,7 @@ def test_in_a_run_with_fresh_processes_the_native_executor_forks_the_zygote(sess
     with session.fresh_adapter("torch") as fresh:
         child = fresh._executor
         assert _ppid(zygote.pid) == native.pid  # forked by the native executor, not started by the judge
-        assert _eval(child, "__import__('os').getppid()") == zygote.pid
+        assert _eval(child, "__import__('os').getppid()") == _own_pid(zygote)
         assert _eval(child, "'torch._dynamo' in __import__('sys').modules") is True
         assert _eval(zygote, "'layer_conformance.adapters.torch' in __import__('sys').modules") is True
         assert fresh.numpy(fresh.tensor(__import__("numpy").ones(3))).sum() == 3.0
@@ -172,8 +189,8 @@ def test_in_a_run_with_fresh_processes_the_native_executor_forks_the_zygote(sess
     # a zygote that died is replaced by a process of its own (the native forks one only at its first start)
     os.kill(zygote.pid, 9)
     with session.fresh_adapter("torch") as fresh:
-        assert _eval(fresh._executor, "__import__('os').getppid()") == session.zygotes["torch"].pid
-    assert _ppid(session.zygotes["torch"].pid) == os.getpid()
+        assert _eval(fresh._executor, "__import__('os').getppid()") == _own_pid(session.zygotes["torch"])
+    assert _started_by_judge(session.zygotes["torch"].pid)
     assert zygote.started == 2
 
 
@@ -188,4 +205,4 @@ def test_a_zygote_the_native_executor_forked_serves_only_the_token(session_with_
     intruder.sendall(repr("clientsock.sendall(b'ran')").encode() + b"\n")
     assert intruder.recv(3) == b""  # closed without running it
     intruder.close()
-    os.kill(offer["pid"], 9)
+    os.kill(_host(native, offer["pid"]), 9)

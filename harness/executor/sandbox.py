@@ -64,7 +64,11 @@ printf '%s\n' "$kept" | while IFS= read -r k; do
 done
 rmdir /dev/shm/.kept/* /dev/shm/.kept /dev/shm/.shared 2>/dev/null || true
 export TMPDIR=/tmp
-exec "$unshare_bin" --user --map-root-user --mount -- "$@"
+set +e
+# the executor is this shell's child, not pid 1 (which ignores the signals it sends itself: os.abort() would
+# end as SIGSEGV); its end is this shell's, and so the namespace's: its status is passed on (128 + signal)
+"$unshare_bin" --user --map-root-user --mount -- "$@"
+exit $?
 """
 
 MODES = ("auto", "require", "off")
