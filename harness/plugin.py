@@ -18,8 +18,9 @@ from . import __version__
 from .frameworks import FRAMEWORKS
 from .nodeids import parse as parse_nodeid, target_name
 from .record import Record
-from .contract import (DEFAULT_MAX_INPUT_ELEMENTS, MAX_INPUT_ELEMENTS_ENV, MAX_TIMEOUT, ContractError,
-                       ContractNotFound, input_element_limit, load_contract)
+from .contract import (CONTRACT_ELEMENTS_PER_INPUT, DEFAULT_MAX_INPUT_ELEMENTS, MAX_CONTRACT_ELEMENTS_ENV,
+                       MAX_INPUT_ELEMENTS_ENV, MAX_RUN_ELEMENTS_ENV, MAX_TIMEOUT, RUN_ELEMENTS_PER_INPUT,
+                       ContractError, ContractNotFound, ElementBudget, input_element_limit, load_contract)
 
 EXIT_CONTRACT_ERROR = 3  # pytest's own: 0 ok, 1 failures, 2 interrupted, 4 usage error, 5 nothing collected
 
@@ -49,6 +50,9 @@ def pytest_addoption(parser):
     g.addoption("--check", action="append", default=[], metavar="ID", help="run only these check ids")
     g.addoption("--memory-limit", type=float, default=None, metavar="GIB",
                 help="memory cap per process running checks (default 8 GiB; 0 lifts it)")
+    g.addoption("--sandbox", choices=["auto", "require", "off"], default="auto",
+                help="run executors in Linux namespaces and a cgroup: auto (where they can be had), require (a usage "
+                     "error where not), off")
     g.addoption("--check-timeout", type=_timeout_seconds, default=None, metavar="SECONDS",
                 help="per-check timeout (default: the contract's `timeout`, else 60 s)")
     g.addoption("--compile-backend", default=None, metavar="NAME",
@@ -59,6 +63,12 @@ def pytest_addoption(parser):
     g.addoption("--max-input-elements", type=_element_count, default=None, metavar="N",
                 help=f"largest input a contract may draw, in elements (default {DEFAULT_MAX_INPUT_ELEMENTS}, "
                 f"or ${MAX_INPUT_ELEMENTS_ENV})")
+    g.addoption("--max-contract-elements", type=_element_count, default=None, metavar="N",
+                help=f"most elements a contract's drawn inputs may have together (default {CONTRACT_ELEMENTS_PER_INPUT} "
+                     f"times the per-input limit, or ${MAX_CONTRACT_ELEMENTS_ENV})")
+    g.addoption("--max-run-elements", type=_element_count, default=None, metavar="N",
+                help=f"most elements all the run's contracts' drawn inputs may have together (default "
+                     f"{RUN_ELEMENTS_PER_INPUT} times the per-input limit, or ${MAX_RUN_ELEMENTS_ENV})")
     for name, kind, help_ in [
         ("conformance_contract", "linelist", "default --contract values"),
         ("conformance_impl", "string", "default --impl"),
@@ -85,7 +95,8 @@ def _timeout_seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
     if not (math.isfinite(value) and 0 < value <= MAX_TIMEOUT):
         raise argparse.ArgumentTypeError(f"{text!r}: a timeout is a number of seconds above 0 and at most "
-                                         f"{MAX_TIMEOUT:g} (a day); 0, negative, inf and nan are refused")
+                                         f"{MAX_TIMEOUT:g} ({MAX_TIMEOUT / 60:g} minutes, a contract's `timeout:` "
+                                         f"ceiling too); 0, negative, inf and nan are refused")
     return value
 
 
@@ -127,6 +138,86 @@ def _markexpr_selects_conformance(config) -> bool:
         return bool(Expression.compile(expr).evaluate(MarkMatcher.from_markers(marks)))
     except Exception:
         return True
+
+
+# --- the judge before user code -------------------------------------------------------------------------------
+# Everything the judge (this process: pytest, the plugin, the gate, the reports) imports after user code may have
+# run: imported before any does (detection included). tests/hostile/test_judge_first.py checks that this list
+# covers every import inside a function of the judge's modules.
+JUDGE_MODULES = (
+    "ml_dtypes", "jinja2", "markupsafe", "jsonschema", "numpy", "yaml", "execnet",
+    "ast", "atexit", "concurrent.futures", "hashlib", "importlib.metadata", "inspect", "json", "resource", "secrets",
+    "signal", "site", "subprocess", "tempfile", "textwrap", "threading", "importlib.machinery",
+    "_pytest.junitxml", "_pytest.mark", "_pytest.mark.expression",
+    *(f"layer_conformance.{m}" for m in (
+        "binding", "checks", "checks.applicable", "checks.base", "checks.blame", "checks.common", "checks.mistakes",
+        "checks.properties", "compare", "contract", "dtypes", "errors", "executor", "executor.client",
+        "executor.session", "executor.wire", "frameworks", "gate", "gate.expectations", "gate.hooks", "inputs",
+        "junit", "lane", "nodeids", "record", "reference_check", "report", "report.html", "reproduce", "results",
+        "runner", "scheduling", "targets", "tolerances")),
+)
+# top-level names the judge (or pytest's plugins in it, hypothesis's) may import that are not the standard library's
+GUARDED = {"ml_dtypes", "jinja2", "markupsafe", "jsonschema", "jsonschema_specifications", "referencing", "rpds",
+           "attr", "attrs", "numpy", "yaml", "_yaml", "execnet", "xdist", "pytest", "_pytest", "pluggy", "iniconfig",
+           "packaging", "hypothesis", "_hypothesis_pytestplugin", "sortedcontainers", "exceptiongroup",
+           "typing_extensions", "layer_conformance"}
+
+
+def _trusted_roots() -> list[str]:
+    import site
+    roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, *site.getsitepackages()}
+    try:
+        roots.add(site.getusersitepackages())
+    except AttributeError:   # a virtualenv's site module
+        pass
+    return sorted({os.path.realpath(r) for r in roots if r})
+
+
+class JudgeImportGuard:
+    """A meta path finder (first on ``sys.meta_path`` of the judge): a module of the standard library or one of
+    GUARDED is imported from the Python installation alone (its prefixes and site-packages), never from the current
+    directory or any other sys.path entry outside it (``python -m pytest`` puts the current directory first, and
+    code under test can write files there). Where the installation has no such module and only a file outside it
+    does, the import is refused with an ImportError that names the file."""
+
+    def __init__(self):
+        self.roots = _trusted_roots()
+
+    def trusted(self, path) -> bool:
+        real = os.path.realpath(path or os.getcwd())
+        return any(real == r or real.startswith(r.rstrip(os.sep) + os.sep) for r in self.roots)
+
+    def find_spec(self, fullname, path=None, target=None):
+        import importlib.machinery as machinery
+        top = fullname.partition(".")[0]
+        if path is not None or "." in fullname or not (top in GUARDED or (top in sys.stdlib_module_names
+                                                                          and top not in ("test", "tests"))):
+            return None   # a submodule is found inside its (already guarded) package
+        if machinery.BuiltinImporter.find_spec(fullname) or machinery.FrozenImporter.find_spec(fullname):
+            return None
+        spec = machinery.PathFinder.find_spec(fullname, [p for p in sys.path if self.trusted(p)])
+        if spec is not None:
+            return spec
+        other = machinery.PathFinder.find_spec(fullname)
+        if other is not None:
+            where = other.origin if other.has_location else list(other.submodule_search_locations or [])
+            raise ImportError(f"layer conformance: refused to import {fullname!r} from {where}: outside the Python "
+                              f"installation, where code under test may have written it (the judge imports the "
+                              f"standard library and its own dependencies from the installation only)",
+                              name=fullname)
+        return None
+
+
+def _judge_first():
+    """Before any user code runs: import what the judge may need, then guard the names it imports."""
+    import importlib
+    if not any(isinstance(f, JudgeImportGuard) for f in sys.meta_path):
+        sys.meta_path.insert(0, JudgeImportGuard())
+    for name in JUDGE_MODULES:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass   # an optional dependency not installed (ml_dtypes without bfloat16): the guard covers its name
 
 
 class ConformanceRun:
@@ -178,6 +269,8 @@ class ConformanceRun:
         self.journal = None
         self.interrupted: str | None = None     # the signal that ended the run early
         self.reports: list = []                 # (option, path, write()) views written after the results file
+        self.inputs = None                      # the files read before any user code ran (targets.Inputs)
+        self.changed: list[str] = []            # those that changed during the run: it is refused (exit 4)
         self.report_errors: list[str] = []
         if not self.active:
             return
@@ -185,10 +278,29 @@ class ConformanceRun:
         if max_elements is not None:
             # processes started from here (xdist workers, executors) load contracts with the same limit
             os.environ[MAX_INPUT_ELEMENTS_ENV] = str(max_elements)
+        for name, env in (("max_contract_elements", MAX_CONTRACT_ELEMENTS_ENV), ("max_run_elements", MAX_RUN_ELEMENTS_ENV)):
+            if config.getoption(name, None) is not None:
+                os.environ[env] = str(config.getoption(name))
         try:
             self.max_input_elements = input_element_limit(max_elements)
+            # the drawn elements of each contract, and of all of them in this run (ContractFile loads count once)
+            self.budget = ElementBudget(config.getoption("max_contract_elements", None),
+                                        config.getoption("max_run_elements", None), self.max_input_elements)
         except ValueError as exc:  # a malformed environment variable
             raise pytest.UsageError(str(exc)) from None
+        from .executor import sandbox as sandbox_mod
+        try:  # before any executor starts (a binding's framework is detected in one)
+            self.sandbox = sandbox_mod.configure(config.getoption("sandbox"))
+        except sandbox_mod.Unavailable as exc:
+            raise pytest.UsageError(str(exc)) from None
+        # the judge before user code: what it may import is imported, and the files it decides by are read and
+        # hashed, before the detection below imports any layer (in an executor, which may write files)
+        _judge_first()
+        try:
+            expectations = config.getoption("expectations", None) or config.getini("conformance_expectations")
+        except ValueError:   # the gate's options are not registered
+            expectations = None
+        self.inputs = targets_mod.read_inputs(contracts, bindings, expectations or None)
         try:
             state_map = targets_mod.parse_state_map(option(config, "state_map", "conformance_state_map"))
             self.pythons = targets_mod.parse_pythons(option(config, "executor_python", "conformance_executor_python"),
@@ -203,6 +315,9 @@ class ConformanceRun:
             raise pytest.UsageError(str(exc)) from None
         except ContractError as exc:
             pytest.exit(str(exc), returncode=EXIT_CONTRACT_ERROR)
+        changed = self.inputs.changed()   # written by a layer while detection imported it
+        if changed:
+            raise pytest.UsageError("\n".join(changed))
         if not (_is_worker(config) or config.getoption("numprocesses", None) or config.option.collectonly):
             # this process runs every check: its executors start now on a background thread, in the order the
             # targets need them, so that a framework's import overlaps validation, collection and earlier checks
@@ -215,7 +330,8 @@ class ConformanceRun:
         self.contracts, broken = {}, []
         for path in self.paths:
             try:
-                self.contracts[path] = load_contract(path, self.max_input_elements)
+                self.contracts[path] = load_contract(path, self.max_input_elements, self.budget,
+                                                     raw=self.inputs.raw(path))   # as read before any user code
             except ContractError as exc:
                 broken.append(str(exc))
         if broken:
@@ -255,7 +371,8 @@ class ConformanceRun:
             from .executor import Session
             from .runner import DEFAULT_MEMORY_LIMIT_GIB
             limit = self.config.getoption("memory_limit")
-            self._session = Session(self.pythons, DEFAULT_MEMORY_LIMIT_GIB if limit is None else limit)
+            self._session = Session(self.pythons, DEFAULT_MEMORY_LIMIT_GIB if limit is None else limit,
+                                    self.config.getoption("sandbox"))
             from .checks import FRESH_PROCESS
             self._session.needs_fresh = bool(set(FRESH_PROCESS) & set(self.checks))
         return self._session
@@ -328,6 +445,16 @@ class ConformanceRun:
             out.update(versions(fw, getattr(self, "pythons", {}).get(fw)))
         return out
 
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_sessionfinish(self, session, exitstatus):
+        """Before the gate's verdict and any results file: the contracts, bindings and expectations are still the
+        bytes read before any user code ran, else the run is refused (exit 4, each changed file named)."""
+        if self.active and self.inputs is not None and not _is_worker(session.config):
+            self.changed = self.inputs.changed()
+            if self.changed:
+                session.exitstatus = pytest.ExitCode.USAGE_ERROR
+        return (yield)
 
     def pytest_runtest_logreport(self, report):
         """Every check's record, as its report arrives (from this process or from an xdist worker).
@@ -429,7 +556,8 @@ class ContractFile(pytest.File):
     def collect(self):
         run = self.config.stash[_RUN_KEY]
         key = str(self.path.resolve())
-        contract = run.contracts.get(key) or load_contract(self.path, run.max_input_elements)
+        contract = run.contracts.get(key) or load_contract(self.path, run.max_input_elements, run.budget,
+                                                           raw=run.inputs.raw(self.path))
         for t, name, device, dtype, impl in run.target_nodes(key, contract):
             yield TargetNode.from_parent(self, name=name, target=t, contract=contract, device=device,
                                          impl_label=impl, dtype=dtype)
@@ -694,6 +822,13 @@ def pytest_sessionfinish(session, exitstatus):
         run.close()
     if not run or not run.active or _is_worker(session.config) or session.config.option.collectonly:
         return  # (--collect-only runs nothing: there is nothing to account for or write)
+    if run.changed:   # no results, no report: what they would say was decided by files the layer rewrote
+        sys.stderr.write("ERROR: " + "\n".join(run.changed) + "\n")
+        session.exitstatus = pytest.ExitCode.USAGE_ERROR
+        if run.journal is not None:
+            run.journal.close(remove=False)
+            run.journal = None
+        return
     completeness = _account_for_the_plan(session, run)
     if any(r.usage_error for r in run.results) and session.exitstatus in (0, 1):
         session.exitstatus = pytest.ExitCode.USAGE_ERROR  # a binding that does not fit its layer
@@ -730,10 +865,11 @@ def _account_for_the_plan(session, run) -> dict:
 def _write_results(run, completeness=None):
     if run.json_path:
         from . import results
-        env = results.environment(run.frameworks(), results.devices_of(run.results), run.seed)
+        env = results.environment(run.frameworks(), results.devices_of(run.results), run.seed,
+                                  sandbox=run.sandbox.describe() if getattr(run, "sandbox", None) else None)
         selection = getattr(run.targets, "selection", None)   # --changed-since: what changed, what was selected
         extra = dict(completeness or {}, **({"selection": selection} if selection is not None else {}))
-        results.write(run.json_path, run.results, env, extra)
+        results.write(run.json_path, run.results, env, extra, plan=run.planned)   # plan: counts `not_collected`
     if run.journal is not None:
         run.journal.close(remove=bool(completeness and completeness["complete"]))
         run.journal = None
@@ -747,6 +883,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
             f"layer conformance: the checks of {what} ({config.inipath.name if config.inipath else 'the ini file'}) "
             f"are not part of this run (the files given leave them out); `pytest` with no file arguments, "
             f"`pytest .` or `pytest -m conformance` runs them", yellow=True)
+    if run and run.active and not _is_worker(config) and getattr(run, "sandbox", None) and not run.sandbox.namespaces:
+        terminalreporter.write_line(f"layer conformance: executors ran without a sandbox "
+                                    f"({run.sandbox.describe()})", yellow=True)
     if not run or not run.active or not run.results:
         return
     from . import results

@@ -31,7 +31,7 @@ class ResultsFileError(ValueError):
     """A results file that cannot be read, is no results file, or cannot be merged; names the file."""
 
 
-def environment(frameworks: dict, devices: dict, seed: int, argv=None) -> dict:
+def environment(frameworks: dict, devices: dict, seed: int, argv=None, sandbox: str | None = None) -> dict:
     import numpy
     return {
         "python": platform.python_version(),
@@ -42,6 +42,7 @@ def environment(frameworks: dict, devices: dict, seed: int, argv=None) -> dict:
         "seed": seed,
         "command": " ".join(argv if argv is not None else sys.argv),
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "sandbox": sandbox,  # the executors': namespaces+cgroup, namespaces, or none: <why> (--sandbox)
     }
 
 
