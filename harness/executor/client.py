@@ -300,7 +300,8 @@ class Executor:
                 with contextlib.suppress(Exception):
                     os.kill(offer["pid"], signal.SIGKILL)
                 self.forked_pid = None
-        reads = [os.getcwd()] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p] + sys.path
+        reads = [os.getcwd()] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p] + sys.path \
+            + _package_dirs()
         return execnet.makegateway(f"popen//python={self.sandbox.command(self.python, self.role, reads)}")
 
     def _fork(self) -> str:
@@ -675,6 +676,18 @@ class RemoteModule:
             return value.copy() if hasattr(value, "copy") else value
         call.__name__ = function
         return call
+
+
+def _package_dirs() -> list[str]:
+    """Where this package's own files lie: in an editable install (a checkout under /tmp, say) they are on no
+    sys.path entry, and the sandbox keeps visible only the directories an executor is said to read."""
+    import importlib.util
+    dirs = [str(Path(__file__).resolve().parents[1])]
+    for name in ("layer_conformance.reference_impls", "layer_conformance.specs"):
+        with contextlib.suppress(ImportError, ValueError):
+            spec = importlib.util.find_spec(name)
+            dirs += list(spec.submodule_search_locations or []) if spec else []
+    return dirs
 
 
 def _no_handles(obj):

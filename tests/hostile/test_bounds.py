@@ -101,15 +101,15 @@ def test_a_timeout_above_the_ceiling_is_refused(tmp_path):
     assert MAX_TIMEOUT == 900
     (tmp_path / "eightref.py").write_text(REFERENCE)
     (tmp_path / "slow.yaml").write_text(_contract(4, 8, timeout=901))
-    proc = _pytest(tmp_path, "--contract", "slow.yaml", "--impl", "eightref:forward", "--framework", "numpy",
+    proc = _pytest(tmp_path, "--contract", "slow.yaml", "--impl", "eightref:forward", "--framework", "torch",
                    "--collect-only")
     said = proc.stdout + proc.stderr
     assert proc.returncode == 3, said[-3000:]
-    assert "slow.yaml:14: timeout: 901 s is longer than the longest timeout, 900 s (15 minutes)" in said, said[-3000:]
+    assert "slow.yaml:15: timeout: 901 s is longer than the longest timeout, 900 s (15 minutes)" in said, said[-3000:]
     proc = _pytest(tmp_path, "--contract", "slow.yaml", "--impl", "eightref:forward", "--check-timeout", "901")
     said = proc.stdout + proc.stderr
     assert proc.returncode == 4 and "at most 900 (15 minutes" in said, said[-3000:]
     (tmp_path / "ok.yaml").write_text(_contract(4, 8, timeout=900))
-    proc = _pytest(tmp_path, "--contract", "ok.yaml", "--impl", "eightref:forward", "--framework", "numpy",
+    proc = _pytest(tmp_path, "--contract", "ok.yaml", "--impl", "eightref:forward", "--framework", "torch",
                    "--collect-only")
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
