@@ -7,7 +7,7 @@ import numpy as np
 from ..adapters.base import Unsupported
 from ..dtypes import is_floating, np_dtype
 from .. import inputs as inputs_mod
-from ..compare import describe_mismatch, dtype_problem, max_abs_error, relative_error
+from ..compare import _moved, describe_mismatch, dtype_problem, max_abs_error, relative_error
 from .base import CheckFailed, unexpected_error
 from .common import import_native, reference_forward
 from .functions import check_native_function, native_dtype_problem, nondiff_probe
