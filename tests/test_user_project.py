@@ -37,7 +37,8 @@ CHECK = "rmsnorm[RMSNorm-torch-cpu]::parameters"
 def run(project, *args):
     marker = project / "mypkg" / "imported"
     marker.unlink(missing_ok=True)
-    proc = pytest_run("-v", "--check", "parameters", *args, cwd=project)
+    # --sandbox off: the marker is the layer's own write into the project, which a sandbox makes read-only
+    proc = pytest_run("-v", "--check", "parameters", "--sandbox", "off", *args, cwd=project)
     out = proc.stdout + proc.stderr
     # `-v` lines: "tests/test_mine.py::test_mine PASSED [ 50%]", "<contract>::rmsnorm[...]::parameters PASSED ..."
     ran = {line.split(" ")[0].split("::", 1)[1] for line in proc.stdout.splitlines()
