@@ -182,6 +182,12 @@ class JudgeImportGuard:
 
     def __init__(self):
         self.roots = _trusted_roots()
+        # and the import directories the interpreter was given (.pth files, PYTHONPATH) outside the current
+        # directory: the installation's configuration, not a place the code under test writes to
+        cwd = os.path.realpath(os.getcwd())
+        self.roots = sorted(set(self.roots) | {
+            os.path.realpath(p) for p in sys.path
+            if p and os.path.isdir(p) and not (os.path.realpath(p) + os.sep).startswith(cwd + os.sep)})
 
     def trusted(self, path) -> bool:
         real = os.path.realpath(path or os.getcwd())

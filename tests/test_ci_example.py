@@ -160,6 +160,8 @@ class Actions:
         if uses.startswith("actions/download-artifact@"):
             pattern = with_["pattern"].replace("*", ".*")
             assert str(with_.get("merge-multiple")).lower() == "true"
+            if not self.artifacts.is_dir():
+                return 1, "download-artifact: no job uploaded an artifact"
             for art in sorted(self.artifacts.iterdir()):
                 if re.fullmatch(pattern, art.name):
                     shutil.copytree(art, ws / with_["path"].strip(), dirs_exist_ok=True)

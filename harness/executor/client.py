@@ -9,6 +9,7 @@ replaced for the next check; what it was running becomes an ``error`` for that c
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import re
 import signal
@@ -681,7 +682,6 @@ class RemoteModule:
 def _package_dirs() -> list[str]:
     """Where this package's own files lie: in an editable install (a checkout under /tmp, say) they are on no
     sys.path entry, and the sandbox keeps visible only the directories an executor is said to read."""
-    import importlib.util
     dirs = [str(Path(__file__).resolve().parents[1])]
     for name in ("layer_conformance.reference_impls", "layer_conformance.specs"):
         with contextlib.suppress(ImportError, ValueError):

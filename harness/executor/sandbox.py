@@ -133,7 +133,18 @@ def kept_under_tmp(paths) -> list[str]:
     """Of ``paths``, the existing directories under /tmp (which the sandbox's private /tmp would hide), none
     inside another."""
     out = []
-    for p in sorted({os.path.realpath(p) for p in paths if p}):
+    real = {os.path.realpath(p) for p in paths if p}
+    # every directory at the top of the host's /tmp stays readable (read-only): an environment, a checkout or a
+    # project there (a CI workspace, a filtered site-packages of links) is found however it is reached; writes
+    # still land in the private /tmp alone. The judges' own shared directories are mounted on their own.
+    with contextlib.suppress(OSError):
+        real.update(e.path for e in os.scandir("/tmp")
+                    if e.is_dir(follow_symlinks=False) and not e.name.startswith("conformance-sandbox-"))
+    for p in list(real):   # an import directory of symbolic links (a filtered site-packages): their targets too
+        if p.startswith("/tmp/") and os.path.isdir(p):
+            with contextlib.suppress(OSError):
+                real.update(os.path.dirname(os.path.realpath(e.path)) for e in os.scandir(p) if e.is_symlink())
+    for p in sorted(real):
         if (p.startswith("/tmp/") and "\n" not in p and os.path.isdir(p)
                 and not any(p.startswith(k + "/") for k in out)):
             out.append(p)

@@ -78,7 +78,9 @@ LAYER = textwrap.dedent('''\
 
 def _pytest(cwd, *args):
     out = cwd / "results.json"
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-n", "0",
+    # --sandbox off: these defences hold without one (a sandbox makes the project read-only, so the layer's
+    # writes would fail before the judge's defence is reached)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-n", "0", "--sandbox", "off",
                            f"--conformance-json={out}", *args], cwd=cwd, capture_output=True, text=True, timeout=600)
     records = json.loads(out.read_text())["results"] if out.exists() else []
     return proc, records
