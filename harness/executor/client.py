@@ -358,11 +358,12 @@ class Executor:
 
     def _limit_from_outside(self):
         import resource
-        gib = self.memory_limit_gib
-        if gib and hasattr(resource, "prlimit") and hasattr(resource, "RLIMIT_DATA"):
+        gib, pid = self.memory_limit_gib, self.pid
+        # pid is None while a namespaced process's host pid is unknown: its cgroup (if any) is the limit then
+        if gib and pid and hasattr(resource, "prlimit") and hasattr(resource, "RLIMIT_DATA"):
             try:
                 want = int(gib * 2 ** 30)
-                resource.prlimit(self.pid, resource.RLIMIT_DATA, (want, want))
+                resource.prlimit(pid, resource.RLIMIT_DATA, (want, want))
             except (OSError, ValueError):
                 pass
 
