@@ -8,6 +8,7 @@
     python benchmarks/bench.py --opt-in --rounds 3   # the same, the runs without and with both repeated (medians)
     python benchmarks/bench.py --opt-in --both-only --rounds 2   # only the runs without and with compiled + export
     python benchmarks/bench.py --dtypes        # only the matrix without and with the contracts' dtypes
+    python benchmarks/bench.py --sandbox --frameworks torch   # the executors' sandbox: its cost per target
 
 It prints:
   matrix      wall time of the bundled matrix under ``pytest -n 0`` and ``-n 2`` (subprocesses);
@@ -338,6 +339,29 @@ def dtypes(frameworks: list[str], rounds: int) -> dict:
             "records_ratio": summaries["all dtypes"][1] / summaries["own dtype"][1]}
 
 
+def sandbox_cost(frameworks: list[str], rounds: int) -> dict:
+    """The bundled matrix at -n 0 with ``--sandbox off`` and with the sandbox this machine allows (``auto``),
+    interleaved, ``rounds`` times each: medians, and the sandbox's cost per target (an implementation bound to a
+    contract in one framework). Both runs give each implementation its own layer executor; against a commit
+    from before that, ``--against REV`` measures what the per-target executors cost."""
+    import statistics
+    walls: dict = {"off": [], "auto": []}
+    targets, sandbox, summaries = 0, None, {}
+    for _ in range(rounds):
+        for mode in ("off", "auto"):
+            with tempfile.TemporaryDirectory() as scratch:
+                m = matrix(frameworks, "0", Path(scratch), extra=("--sandbox", mode))
+                doc = json.loads((Path(scratch) / "results-n0.json").read_text())
+            walls[mode].append(m["wall_s"])
+            summaries[mode] = m["summary"]
+            targets = len({(r["contract"], r["impl"], r["framework"]) for r in doc["results"]})
+            if mode == "auto":
+                sandbox = (doc.get("environment") or {}).get("sandbox")
+    med = {k: statistics.median(v) for k, v in walls.items()}
+    return {"median_s": med, "walls": walls, "summaries": summaries, "targets": targets, "sandbox": sandbox,
+            "ratio": med["auto"] / med["off"], "per_target_s": (med["auto"] - med["off"]) / max(targets, 1)}
+
+
 def opt_in(frameworks: list[str], rounds: int = 1, singles: bool = True) -> dict:
     """The bundled matrix at -n 0 with the default checks, then with each opt-in check added, in turn; then
     the default checks without and with ``compiled`` and ``export`` at -n 2, as scripts/conformance.sh runs it.
@@ -375,6 +399,8 @@ def main(argv=None):
                          "without and with compiled + export)")
     ap.add_argument("--dtypes", action="store_true",
                     help="only the matrix (-n 0) in the cases' own dtypes and in every declared dtype, side by side")
+    ap.add_argument("--sandbox", action="store_true",
+                    help="only the matrix (-n 0) without and with the executors' sandbox: its cost per target")
     ap.add_argument("--opt-in", action="store_true", help="only what each opt-in check adds to the matrix (-n 0), and compiled + export at -n 2")
     ap.add_argument("--both-only", action="store_true",
                     help="with --opt-in: only the runs without and with compiled + export (-n 0 and -n 2)")
@@ -408,6 +434,16 @@ def main(argv=None):
         print(f"all dtypes / own dtype: {d['ratio']:.2f}x the time for {d['records_ratio']:.2f}x the records")
         if args.json:
             Path(args.json).write_text(json.dumps(d, indent=2))
+        return 0
+    if args.sandbox:
+        c = sandbox_cost(frameworks, args.rounds)
+        for mode, wall in c["median_s"].items():
+            label = f"--sandbox {mode}" + (f" ({c['sandbox']})" if mode == "auto" else "")
+            print(f"matrix -n 0, {label:<38} {wall:7.1f} s (median of {args.rounds}: "
+                  f"{', '.join(f'{w:.1f}' for w in c['walls'][mode])})   {c['summaries'][mode]}")
+        print(f"sandbox: {c['ratio']:.2f}x the matrix, {c['per_target_s']:+.2f} s per target ({c['targets']} targets)")
+        if args.json:
+            Path(args.json).write_text(json.dumps(c, indent=2))
         return 0
     if args.opt_in:
         o = opt_in(frameworks, args.rounds, singles=not args.both_only)

@@ -324,6 +324,11 @@ class ConformanceRun:
         changed = self.inputs.changed()   # written by a layer while detection imported it
         if changed:
             raise pytest.UsageError("\n".join(changed))
+        specs: dict = {}
+        for t in self.targets:
+            specs.setdefault(t.framework, set()).add(t.impl)
+        # each implementation after a framework's first runs in a process forked from its zygote
+        self.several = {fw for fw, impls in specs.items() if len(impls) > 1}
         if not (_is_worker(config) or config.getoption("numprocesses", None) or config.option.collectonly):
             # this process runs every check: its executors start now on a background thread, in the order the
             # targets need them, so that a framework's import overlaps validation, collection and earlier checks
@@ -381,6 +386,7 @@ class ConformanceRun:
                                     self.config.getoption("sandbox"))
             from .checks import FRESH_PROCESS
             self._session.needs_fresh = bool(set(FRESH_PROCESS) & set(self.checks))
+            self._session.several = getattr(self, "several", set())
         return self._session
 
     def close(self):

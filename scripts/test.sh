@@ -10,6 +10,9 @@ fi
 bash scripts/main-env.sh
 bash scripts/mxnet-env.sh
 .venv/bin/python -m pytest -p no:cacheprovider -n 2 tests "$@"
+# the hostile layers again without a sandbox: every defence but the sandbox's own (test_sandbox.py) holds without one
+PYTEST_ADDOPTS="--sandbox off" .venv/bin/python -m pytest -p no:cacheprovider -n 2 tests/hostile \
+    --ignore tests/hostile/test_sandbox.py "$@"
 # (tests/test_wheel.py runs the MXNet wheel venv from the main environment)
 .venv-mxnet/bin/python -m pytest -p no:cacheprovider -n 2 tests --ignore tests/test_wheel.py \
     -k "mxnet or contract or report or gate" "$@"

@@ -534,9 +534,11 @@ class Executor:
                 code = popen.wait(timeout=5)
             except Exception:
                 code = None
+        if code is None and self.zygote is not None and self.forked_pid and self.zygote.alive:
+            code = self._status_from_zygote()
         if code is None:
             return "exit status unknown"
-        if self.sandbox.namespaces and 128 < code < 160:
+        if popen is not None and self.sandbox.namespaces and 128 < code < 160:
             code = 128 - code  # the sandbox's pid 1 passes a signal on as 128 + its number
         if code < 0:
             try:
@@ -544,6 +546,17 @@ class Executor:
             except ValueError:
                 return f"killed by signal {-code}"
         return f"exit status {code}"
+
+    def _status_from_zygote(self) -> int | None:
+        """(A process the zygote forked.) Its parent, the zygote, collected how it ended."""
+        zygote = self.zygote
+        saved, zygote.deadline = zygote.deadline, time.monotonic() + 10
+        try:
+            return zygote.request("exit_status", pid=self.forked_pid)
+        except (ExecutorLost, CheckTimeout, RemoteError):
+            return None
+        finally:
+            zygote.deadline = saved
 
     def _lost(self, message: str) -> ExecutorLost:
         self._forget()

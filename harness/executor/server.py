@@ -15,6 +15,7 @@ import importlib
 import os
 import sys
 import threading
+import time
 
 from . import wire
 from .. import binding
@@ -299,6 +300,26 @@ class Server:
             raise RuntimeError("only the zygote forks")
         return _fork_listening(token, self.channel, isolate=bool(self.sandbox))
 
+    def op_exit_status(self, pid: int, wait: float = 5.0):
+        """(The zygote.) How its child ``pid`` ended: an exit code, or minus the signal that killed it; None
+        while it runs past ``wait`` seconds, or for a pid that is not its child."""
+        if self.role != "zygote":
+            raise RuntimeError("only the zygote has forked children")
+        ends = time.monotonic() + wait
+        while pid not in _ENDED:
+            try:
+                got, status = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                return None
+            if got:
+                _ENDED[pid] = status
+            elif time.monotonic() > ends:
+                return None
+            else:
+                time.sleep(0.02)
+        status = _ENDED.pop(pid)
+        return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+
     def op_begin_check(self):
         self.check_globals = self._globals()
 
@@ -406,15 +427,21 @@ def _preload(framework: str) -> None:
     _import_or_call(getattr(module.FrameworkAdapter, "preloaded", ()), missing_ok=True)
 
 
+_ENDED: dict = {}  # (the zygote) pid -> wait status of children collected before the judge asked how they ended
+
+
 def _reap() -> None:
-    """Collect the zygote's ended children (the judge ends them; their exit status means nothing)."""
+    """Collect the zygote's ended children, keeping how each ended for the judge (``op_exit_status``)."""
     while True:
         try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
+            pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
             return
         if pid == 0:
             return
+        if len(_ENDED) > 4096:
+            _ENDED.pop(next(iter(_ENDED)))
+        _ENDED[pid] = status
 
 
 def _sandbox_seen(told: str | None) -> dict:

@@ -2,9 +2,9 @@
 framework's native layers and, where checks need fresh processes, a zygote that forks them; and one
 numpy-only executor for the contracts' references.
 
-A target's executor is reused for the next target only while it is clean: a layer that left a
-thread running, or an executor that died or was killed, gets a fresh process before the next
-target's code is imported. What a module changes in global state at import is undone and noted.
+Each implementation under test gets a layer executor of its own: the first of a framework's is started,
+each later one is forked from the framework's zygote, so no process that ran one target's code runs
+another's. Within a target, what a module or a check changes in global state is undone and noted.
 """
 from __future__ import annotations
 
@@ -44,6 +44,7 @@ class Session:
         self.stderr_tail = ""  # what the code under test wrote to stderr in the last check (bounded)
         self.zygotes: dict[str, Executor] = {}  # framework -> the process fresh executors are forked from
         self.needs_fresh = False      # the run's checks use fresh processes: zygotes start with the others
+        self.several: set = set()     # frameworks with more than one implementation planned: zygotes start early
         self.compiled_in: dict = {}   # (framework, spec) -> the target's own compilation cache directory
         self._cache_root = None
         self._native_generation = None
@@ -56,7 +57,7 @@ class Session:
         zygotes (they never run code under test) and each target's compilation cache directory (the same
         target's processes either way); it has no native executors (those checks use none)."""
         side = Session(self.pythons, self.memory_limit_gib, self.sandbox)
-        side.needs_fresh, side.owner = self.needs_fresh, self
+        side.needs_fresh, side.owner, side.several = self.needs_fresh, self, self.several
         side.zygotes, side.compiled_in = self.zygotes, self.compiled_in
         side._cache_root = self._cache_root_dir()
         return side
@@ -81,8 +82,8 @@ class Session:
         return table[framework]
 
     @property
-    def reference(self) -> Executor | None:
-        return _reference_executor()
+    def references(self) -> list[Executor]:
+        return reference_executors()
 
     def adapter(self, framework: str) -> RemoteAdapter:
         layer = self._executor(self.layer, "layer", framework)
@@ -102,7 +103,7 @@ class Session:
         for framework in frameworks:
             self._executor(self.layer, "layer", framework).start_soon()
             self._executor(self.native, "native", framework).start_soon()
-            if self.needs_fresh:
+            if self.needs_fresh or framework in self.several:
                 self._executor(self.zygotes, "zygote", framework).start_soon()
 
     def fresh_adapter(self, framework: str):
@@ -142,17 +143,14 @@ class Session:
         if (key, repr(constructor)) in self.usage:
             raise UsageProblem(self.usage[(key, repr(constructor))])
         ex = self._executor(self.layer, "layer", framework)
-        if self.current.get(framework) not in (None, spec) and ex.alive:
-            # checked before another target's code runs: a process the previous target left patched
-            # or with threads running is replaced by a fresh one
-            ex.deadline = time.monotonic() + LOAD_TIMEOUT
-            try:
-                if ex.request("health"):
-                    ex.kill()
-            except (RemoteError, ExecutorLost, CheckTimeout):
-                ex.kill()
-            finally:
-                ex.deadline = None
+        if self.current.get(framework) not in (None, spec):
+            # Another implementation ran in this process: each gets a process of its own, forked from the
+            # framework's zygote (which has run no code under test), so that nothing one target patched,
+            # started or left behind can reach the next one's verdict, whatever a fingerprint would see.
+            ex.kill()
+            ex.zygote = self._executor(self.zygotes, "zygote", framework)
+        elif framework in self.several:
+            self._executor(self.zygotes, "zygote", framework).start_soon()  # ready by the next implementation
         ex.ensure()
         self.current[framework] = spec
         ex.deadline = time.monotonic() + LOAD_TIMEOUT
@@ -191,10 +189,11 @@ class Session:
     # -- one check ----------------------------------------------------------------------------
     def begin_check(self, framework: str, timeout: float | None):
         deadline = time.monotonic() + timeout if timeout else None
-        self.running = [e for e in (self.layer.get(framework), self.native.get(framework), self.reference) if e]
+        self.running = [e for e in (self.layer.get(framework), self.native.get(framework)) if e]
         self.stderr_tail = ""
         for ex in self.running:
             ex.deadline = deadline
+        references_until(deadline)  # a reference executor the check starts runs under it too
         layer = self.layer.get(framework)
         if layer is not None:
             layer.begin_pending = True  # sent with the check's first request: the layer cannot run before it
@@ -223,7 +222,8 @@ class Session:
             if layer is not None:
                 layer.kill()
         finally:
-            for ex in self.running:
+            references_until(None)
+            for ex in self.running + self.references:
                 ex.deadline = None
                 keep = [h for k in self.loaded.values() for h in [k[1]] if getattr(h, "executor", None) is ex]
                 ex.release(keep)
@@ -234,7 +234,7 @@ class Session:
         """Kill every executor at once (the run is being interrupted), a fresh one in use included."""
         shared = [] if self.owner is not None else list(self.zygotes.values())  # a lane's zygotes are its owner's
         if self.owner is None:
-            shared.append(_reference_executor())
+            shared += reference_executors()
         for ex in list(self.layer.values()) + list(self.native.values()) + list(self.running) + shared:
             if ex is not None:
                 ex.kill()
@@ -306,38 +306,64 @@ def detect(spec: str, python: str | None = None, timeout: float = LOAD_TIMEOUT) 
         probe.close()
 
 
-# One numpy-only executor runs every contract's reference module for each thread of this judge process
-# that runs checks (the main thread; with -n 0 the lane's too): a check's deadline is its own.
-_references: dict[int, Executor] = {}
+# The numpy-only executors that run the contracts' reference modules, per thread of this judge process that
+# runs checks (the main thread; with -n 0 the lane's too), so that a check's deadline is its own. The bundled
+# references share one; a user's reference module gets one of its own, so that what it does at import or in a
+# call (rewrite another reference's functions) never reaches another contract's verdict.
+_references: dict[tuple, Executor] = {}
+_deadlines: dict[int, float] = {}  # thread -> the deadline its reference calls run under now (a check's)
 _modules: dict[tuple, RemoteModule] = {}
+BUNDLED = "layer_conformance.reference_impls."
 
 
-def _reference_executor(create: bool = False) -> Executor | None:
+def _reference_group(name: str | None) -> str:
+    return "bundled" if name is None or name.startswith(BUNDLED) else name
+
+
+def _reference_executor(name: str | None = None, create: bool = False) -> Executor | None:
     ident = threading.get_ident()
-    if ident not in _references and create:
+    key = (ident, _reference_group(name))
+    if key not in _references and create:
         import atexit
-        _references[ident] = Executor("reference")
-        atexit.register(_references[ident].close)
-    return _references.get(ident)
+        ex = _references[key] = Executor("reference")
+        ex.deadline = _deadlines.get(ident)
+        atexit.register(ex.close)
+    return _references.get(key)
+
+
+def reference_executors() -> list[Executor]:
+    """This thread's reference executors."""
+    ident = threading.get_ident()
+    return [ex for (i, _), ex in list(_references.items()) if i == ident]
 
 
 def reference_module(name: str) -> RemoteModule:
-    """A contract's reference module, imported and run only in the reference executor."""
-    ex = _reference_executor(create=True)
+    """A contract's reference module, imported and run only in a reference executor (its own, for a user's)."""
+    ex = _reference_executor(name, create=True)
     if (id(ex), name) not in _modules:
         _modules[(id(ex), name)] = RemoteModule(ex, name)
     return _modules[(id(ex), name)]
 
 
+def references_until(deadline: float | None) -> None:
+    """Reference calls of this thread, in executors it has and those it starts, end at ``deadline`` (None: no end)."""
+    ident = threading.get_ident()
+    if deadline is None:
+        _deadlines.pop(ident, None)
+    else:
+        _deadlines[ident] = deadline
+    for ex in reference_executors():
+        ex.deadline = deadline
+
+
 @contextlib.contextmanager
 def reference_deadline(seconds: float):
     """Reference calls made outside a check (the contract's self-check at load) end after ``seconds``."""
-    ex = _reference_executor(create=True)
-    ex.deadline = time.monotonic() + seconds
+    references_until(time.monotonic() + seconds)
     try:
         yield
     finally:
-        ex.deadline = None
+        references_until(None)
 
 
 _zygotes: dict[str, Executor] = {}
@@ -362,7 +388,7 @@ def reference_names(name: str, timeout: float = LOAD_TIMEOUT) -> tuple[list[str]
     the time limit: a module that hangs at import is ended from outside)."""
     if name not in _names:
         executor = reference_module(name)._executor
-        executor.deadline = time.monotonic() + timeout
+        saved, executor.deadline = executor.deadline, time.monotonic() + timeout
         try:
             _names[name] = (executor.request("reference_names", module=name), None)
         except RemoteError as exc:
@@ -372,5 +398,5 @@ def reference_names(name: str, timeout: float = LOAD_TIMEOUT) -> tuple[list[str]
         except ExecutorLost as exc:
             _names[name] = ([], str(exc))
         finally:
-            executor.deadline = None
+            executor.deadline = saved  # a check's own, where it asked
     return _names[name]

@@ -1,0 +1,85 @@
+"""Issue 29 §5: a patch that crosses targets. One implementation replaced ``torch.nn.Module.__call__`` (a class
+attribute: no module-level fingerprint sees it) so that a later, broken implementation in the same run gave the
+right values. Each implementation now runs in a layer executor of its own, forked from the framework's zygote,
+so the broken one fails. Run through the public command line from a user's directory, with the sandbox the
+machine allows (CI runs tests/hostile again without one: the defence does not need it).
+"""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("torch")
+
+# Correct, and at its first forward call it makes every later BrokenNorm call compute the right answer.
+PATCHER = """\
+import torch
+from torch import nn
+
+class Layer(nn.Module):
+    def __init__(self, d, eps=1e-6):
+        super().__init__()
+        self.gain = nn.Parameter(torch.ones(d))
+        self.eps = eps
+
+    def forward(self, X):
+        if not getattr(nn.Module, "_covered", False):
+            real = nn.Module.__call__
+
+            def covering(module, *args, **kwargs):
+                if type(module).__name__ == "BrokenNorm":
+                    (X,) = args
+                    return module.gain * X * torch.rsqrt(X.pow(2).mean(-1, keepdim=True) + module.eps)
+                return real(module, *args, **kwargs)
+
+            nn.Module.__call__ = covering
+            nn.Module._covered = True
+        return self.gain * X * torch.rsqrt(X.pow(2).mean(-1, keepdim=True) + self.eps)
+"""
+
+# eps outside the square root: fails `values` on its own.
+BROKEN = """\
+import torch
+from torch import nn
+
+class BrokenNorm(nn.Module):
+    def __init__(self, d, eps=1e-6):
+        super().__init__()
+        self.gain = nn.Parameter(torch.ones(d))
+        self.eps = eps
+
+    def forward(self, X):
+        return self.gain * X / (X.pow(2).mean(-1, keepdim=True).sqrt() + self.eps)
+"""
+
+BINDINGS = """\
+bindings:
+  - {contract: rmsnorm, impl: "a_patcher:Layer", framework: torch}
+  - {contract: rmsnorm, impl: "b_broken:BrokenNorm", framework: torch}
+"""
+
+
+def _run(tmp_path, *args):
+    (tmp_path / "a_patcher.py").write_text(PATCHER)
+    (tmp_path / "b_broken.py").write_text(BROKEN)
+    (tmp_path / "bindings.yaml").write_text(BINDINGS)
+    out = tmp_path / "results.json"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "0", "--bindings",
+                           "bindings.yaml", "--check", "values", "--dtype", "float32",
+                           "--conformance-json", str(out), *args],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                          env=dict(os.environ, PYTHONPATH=str(tmp_path)))
+    assert out.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
+    outcome = {r["impl"].split(":")[0]: r["outcome"] for r in json.loads(out.read_text())["results"]
+               if r["check"] == "values" and r.get("dtype") in (None, "float32")}
+    return proc, outcome
+
+
+def test_a_patch_of_one_target_does_not_reach_the_next(tmp_path):
+    proc, outcome = _run(tmp_path)
+    # the patcher ran first (its checks come first) and is correct; the broken layer fails on its own merits
+    assert outcome.get("a_patcher") == "passed", proc.stdout[-3000:]
+    assert outcome.get("b_broken") == "failed", proc.stdout[-3000:]
+    assert proc.returncode == 1
