@@ -233,6 +233,11 @@ class Executor:
         if starting is not None:
             try:
                 starting.result()
+            except KeyboardInterrupt:
+                # Ctrl-C or SIGTERM while this thread waited (never the start's own: signals reach the main
+                # thread): the run ends; the start stays pending, so that the kill that follows ends its process
+                self.starting = starting
+                raise
             except BaseException:
                 self.kill()  # a failed background start is retried in the open, and fails there with its reason
 
