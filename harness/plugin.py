@@ -278,6 +278,10 @@ class ConformanceRun:
         self.inputs = None                      # the files read before any user code ran (targets.Inputs)
         self.changed: list[str] = []            # those that changed during the run: it is refused (exit 4)
         self.report_errors: list[str] = []
+        # (contract, impl, framework) -> {"files", "truncated"}: what each binding's processes saw its code load,
+        # from the reports (an xdist worker's too); the results file's `loaded_files`
+        self.loaded_files: dict = {}
+        self.files_sent: dict = {}              # (contract, framework, spec) -> files already on a report
         if not self.active:
             return
         max_elements = config.getoption("max_input_elements")
@@ -313,8 +317,10 @@ class ConformanceRun:
                                                      str(config.rootpath))
             arg_map = targets_mod.parse_arg_map(option(config, "arg_map", "conformance_arg_map"))
             self.compile_backend = option(config, "compile_backend", "conformance_compile_backend") or None
+            changed_since = config.getoption("changed_since")
             self.targets = targets_mod.plan(contracts, impl, bindings, frameworks, state_map, arg_map=arg_map,
-                                            changed_since=config.getoption("changed_since"), pythons=self.pythons)
+                                            changed_since=changed_since, pythons=self.pythons,
+                                            baseline_loaded=_baseline_loaded(config) if changed_since else None)
         except targets_mod.UsageError as exc:
             raise pytest.UsageError(str(exc)) from None
         except ContractNotFound as exc:
@@ -481,6 +487,12 @@ class ConformanceRun:
             self.results.append(record)
             if self.journal is not None:
                 self.journal.record(record)
+            loaded = getattr(report, "conformance_files", None)
+            if isinstance(loaded, dict) and isinstance(loaded.get("files"), list):
+                entry = self.loaded_files.setdefault((record.contract, record.impl, record.framework),
+                                                     {"files": set(), "truncated": False})
+                entry["files"].update(f for f in loaded["files"] if isinstance(f, str))
+                entry["truncated"] = entry["truncated"] or bool(loaded.get("truncated"))
 
 
 _RUN_KEY = pytest.StashKey[ConformanceRun]()
@@ -683,7 +695,78 @@ def pytest_runtest_makereport(item, call):
     report = yield
     if isinstance(item, ConformanceItem) and item.record is not None and call.when == "call":
         report.conformance = item.record
+        loaded = _loaded_since_last_report(item)
+        if loaded is not None:
+            report.conformance_files = loaded   # plain data: it travels from an xdist worker as it is
     return report
+
+
+def _loaded_since_last_report(item) -> dict | None:
+    """The files the item's target loaded (Session.loaded_files, its lane's too) not yet on a report of its binding:
+    {"files", "truncated"}; None where the target was never loaded (a failed import leaves no record)."""
+    run, target = item.config.stash[_RUN_KEY], item.parent.target
+    if target.bundled or not target.impl:
+        return None
+    key = (target.framework, target.impl)
+    sessions = [s for s in (run._session, getattr(run.lane, "session", None)) if s is not None]
+    if not any(key in s.loaded_files for s in sessions):
+        return None
+    files = set().union(*(s.loaded_files.get(key, ()) for s in sessions))
+    sent_key = (item.record.contract, *key)
+    first = sent_key not in run.files_sent
+    sent = run.files_sent.setdefault(sent_key, set())
+    new = files - sent
+    truncated = any(key in s.files_cut for s in sessions)
+    if not (new or first or truncated):
+        return None
+    sent |= new
+    return {"files": sorted(new), "truncated": truncated}
+
+
+def _baseline_loaded(config) -> list | None:
+    """The --baseline's `loaded_files` (what each binding loaded in the baseline run; [] where it has none), or
+    None without --baseline: --changed-since selects by it too (targets.select_changed)."""
+    try:
+        path = config.getoption("baseline")
+    except ValueError:   # the gate's options are not registered
+        return None
+    if not path:
+        return None
+    from . import results
+    try:
+        doc = results.load(path)
+    except results.ResultsFileError as exc:
+        raise pytest.UsageError(f"--baseline {exc}") from None
+    loaded = doc.get("loaded_files")
+    return loaded if isinstance(loaded, list) else []
+
+
+def _loaded_table(run) -> list[dict]:
+    """The results file's `loaded_files`: per binding the files its processes saw it load, relative to the git top
+    level where inside it (a baseline made in another checkout matches), the judge's own temporary files left out."""
+    import subprocess
+    import tempfile
+    try:
+        top = os.path.realpath(subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True,
+                                              text=True, check=True).stdout.strip())
+    except (OSError, subprocess.CalledProcessError):
+        top = None
+    temp = {os.path.realpath(tempfile.gettempdir()), "/tmp"}
+
+    def shown(path: str) -> str | None:
+        # the directory resolved, not the file: a symbolic link keeps its own name (its target is listed too)
+        p = os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
+        if top and (p + os.sep).startswith(top + os.sep):
+            return Path(p).relative_to(top).as_posix()
+        if any(p.startswith(os.path.join(t, "conformance-")) for t in temp):
+            return None   # an export directory, a compilation cache, the sandbox's shared directory
+        return p
+    out = []
+    for (contract, impl, framework), entry in sorted(run.loaded_files.items()):
+        files = sorted({f for f in map(shown, entry["files"]) if f is not None})
+        out.append({"contract": contract, "impl": impl, "framework": framework, "files": files,
+                    **({"truncated": True} if entry["truncated"] else {})})
+    return out
 
 
 # a report travels from an xdist worker to the controller as JSON: its record in the record's JSON form
@@ -881,6 +964,9 @@ def _write_results(run, completeness=None):
                                   sandbox=run.sandbox.describe() if getattr(run, "sandbox", None) else None)
         selection = getattr(run.targets, "selection", None)   # --changed-since: what changed, what was selected
         extra = dict(completeness or {}, **({"selection": selection} if selection is not None else {}))
+        loaded = _loaded_table(run)   # what a later --changed-since --baseline selects by
+        if loaded:
+            extra["loaded_files"] = loaded
         results.write(run.json_path, run.results, env, extra, plan=run.planned)   # plan: counts `not_collected`
     if run.journal is not None:
         run.journal.close(remove=bool(completeness and completeness["complete"]))

@@ -66,7 +66,7 @@ def document(records, env: dict, extra: dict | None = None, plan=None) -> dict:
         "schema_version": SCHEMA_VERSION,
         "harness_version": __version__,
         "environment": env,
-        **extra,   # whether the run covered its plan; `selection` of a --changed-since run
+        **extra,   # whether the run covered its plan; `selection` of a --changed-since run; `loaded_files`
         "results": [r.to_json() for r in sorted(as_records(records), key=Record.key)],
     })
 
@@ -284,8 +284,26 @@ def merge(docs: list[dict], names=None, notes: list | None = None) -> dict:
                 "not_run": sum(d.get("not_run") or 0 for d in docs), "not_collected": len(seen) - planned}
     elif notes is not None and docs and any("planned" in d for d in docs):
         notes.append(f"{where}: not every file states its plan: the merged results state none")
-    merged = document(list(seen.values()), env, plan)
+    loaded = merged_loaded_files(docs)
+    merged = document(list(seen.values()), env, dict(plan, **({"loaded_files": loaded} if loaded else {})))
     return dict(merged, results=as_records(merged["results"]))
+
+
+def merged_loaded_files(docs: list[dict]) -> list[dict]:
+    """The documents' `loaded_files` (per binding, the files its processes saw it load: what --changed-since
+    selects by against a baseline), one entry per binding with the union of its files. Not in the hash: the
+    baseline a gate reads it from is trusted as a whole."""
+    out: dict = {}
+    for doc in docs:
+        for e in doc.get("loaded_files") or []:
+            if not isinstance(e, dict) or not isinstance(e.get("files"), list):
+                continue
+            key = (e.get("contract"), e.get("impl"), e.get("framework"))
+            entry = out.setdefault(key, {"contract": key[0], "impl": key[1], "framework": key[2], "files": set()})
+            entry["files"].update(f for f in e["files"] if isinstance(f, str))
+            if e.get("truncated"):
+                entry["truncated"] = True
+    return [dict(e, files=sorted(e["files"])) for _, e in sorted(out.items(), key=lambda kv: tuple(map(str, kv[0])))]
 
 
 # --- comparison against a baseline (the gate, the report's diff and `python -m layer_conformance merge`) ----

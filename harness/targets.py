@@ -438,16 +438,38 @@ def _contract_names(contract: str) -> set[str]:
 
 UNMAPPED_PY = "a Python file that no bound implementation (or its contract's reference) imports"
 UNMAPPED = "not an implementation, a contract, a module they import, or the bindings file"
+# with a baseline's `loaded_files` (what each bound layer loaded in the baseline run)
+UNMAPPED_PY_LOADED = UNMAPPED_PY + ", nor any bound layer loaded in the baseline run"
+UNMAPPED_LOADED = UNMAPPED.replace(", or the bindings file", ", the bindings file, or a file a bound layer read "
+                                                             "in the baseline run")
+BY_IMPORTS = "imports (static)"
+BY_LOADED = "imports (static) + files loaded in the baseline run"
 
 
-def select_changed(entries: list[dict], bindings: str, rev: str) -> tuple[list[dict], dict, list]:
+def _baseline_records(loaded: list, entry: dict) -> list[dict]:
+    """The baseline's `loaded_files` records of a bindings entry (its contract, implementation and, where the
+    entry names one, framework)."""
+    names = _contract_names(str(entry["contract"]))
+    return [r for r in loaded if isinstance(r, dict) and r.get("contract") in names
+            and r.get("impl") == str(entry["impl"]) and isinstance(r.get("files"), list)
+            and (not entry.get("framework") or r.get("framework") == entry["framework"])]
+
+
+def select_changed(entries: list[dict], bindings: str, rev: str,
+                   loaded: list | None = None) -> tuple[list[dict], dict, list]:
     """The bindings a change touches, why, and a ``selection`` record for the results file.
 
     An entry is selected when its implementation's file, a module it imports (statically, transitively,
     inside the repository), its contract (or the contract's reference module) changed, or the bindings
     file added or changed the entry. A file in that import closure that cannot be parsed, or an
     implementation that cannot be found (deleted), selects the entry: it then fails at import instead of
-    being dropped silently. Returns (selected entries, selection, untouched entries)."""
+    being dropped silently.
+
+    ``loaded``: the baseline's `loaded_files` (--baseline), what each binding's processes saw its code load
+    in the baseline run (executor.server.FileRecorder: dynamic imports, data files, symbolic links' targets,
+    which no static scan sees). An entry is also selected when a file its record names changed, or when the
+    baseline has no record of it (not run there, failed to import, or a baseline written without records).
+    Returns (selected entries, selection, untouched entries)."""
     changes = changes_since(rev)
     scan = ImportScan(changes.inside)
     bindings_path = str(Path(bindings).resolve())
@@ -458,6 +480,7 @@ def select_changed(entries: list[dict], bindings: str, rev: str) -> tuple[list[d
     selected, untouched, why_list = [], [], []
     for e in entries:
         why: list[str] = []
+        named: set = set()   # the changed files a reason below names already
         module = str(e["impl"]).split(":", 1)[0]
         contract = find_contract(str(e["contract"]))
         if bindings_path in changes.files and (old_entries is None or e not in old_entries):
@@ -474,6 +497,7 @@ def select_changed(entries: list[dict], bindings: str, rev: str) -> tuple[list[d
         if contract_file in changes.files:
             why.append(f"{changes.rel(contract_file)} changed (the contract)")
             used.add(contract_file)
+            named.add(contract_file)
         for mod in modules:
             scan.unparseable, scan.missing = [], []
             closure = scan.closure(mod)
@@ -484,16 +508,33 @@ def select_changed(entries: list[dict], bindings: str, rev: str) -> tuple[list[d
                             else f"a package of {module}")
                     why.append(f"{changes.rel(path)} changed ({what})")
                     used.add(str(path))
+                    named.add(str(path))
             for path in scan.unparseable:
                 if str(path) not in changes.files:
                     why.append(f"{changes.rel(path)} cannot be parsed")
             for name, cands in scan.missing:
                 deleted = [c for c in cands if str(c) in changes.files]
                 used.update(str(c) for c in deleted)
+                named.update(str(c) for c in deleted)
                 if deleted:
                     why.append(f"{changes.rel(deleted[0])} was deleted")
                 elif name == module:
                     why.append(f"module {module} is not found (it will fail at import)")
+        if loaded is not None:
+            records = _baseline_records(loaded, e)
+            if not records:
+                why.append("the baseline has no record of what it loaded")
+            for r in records:
+                if r.get("truncated"):
+                    why.append("the baseline's record of what it loaded is incomplete (cut at its cap)")
+                for rel in r["files"]:
+                    # recorded relative to the top level (another checkout's paths match too)
+                    f = str(changes.top / rel) if isinstance(rel, str) and not os.path.isabs(rel) else str(rel)
+                    if f in changes.files:
+                        used.add(f)
+                        if f not in named:
+                            named.add(f)
+                            why.append(f"{changes.rel(f)} changed (read by the layer in the baseline run)")
         if why:
             selected.append(e)
             why_list.append({"contract": str(e["contract"]), "impl": str(e["impl"]),
@@ -509,10 +550,14 @@ def select_changed(entries: list[dict], bindings: str, rev: str) -> tuple[list[d
     unmapped = {}
     for f in sorted(changes.files):
         if f not in used:
-            unmapped[changes.rel(f)] = UNMAPPED_PY if f.endswith(".py") else UNMAPPED
+            if loaded is None:
+                unmapped[changes.rel(f)] = UNMAPPED_PY if f.endswith(".py") else UNMAPPED
+            else:
+                unmapped[changes.rel(f)] = UNMAPPED_PY_LOADED if f.endswith(".py") else UNMAPPED_LOADED
     if why_bindings:
         unmapped[changes.rel(bindings_path)] = why_bindings
     selection = {"changed_since": rev, "merge_base": changes.base,
+                 "by": BY_IMPORTS if loaded is None else BY_LOADED,   # what selected: the scan, or it and a baseline
                  "changed_files": sorted(changes.rel(f) for f in changes.files),
                  "selected": why_list, "untouched": len(untouched), "unmapped": unmapped}
     return selected, selection, untouched
@@ -528,7 +573,9 @@ class Targets(list):
 
 def plan(contracts: list[str], impl: str | None, bindings: str | None, frameworks: list[str],
          state_map: dict, changed_since: str | None = None, pythons: dict | None = None,
-         arg_map: dict | None = None) -> list[Target]:
+         arg_map: dict | None = None, baseline_loaded: list | None = None) -> list[Target]:
+    """The targets; ``baseline_loaded``: the --baseline's `loaded_files` (None: no baseline), which
+    --changed-since selects by too (select_changed)."""
     arg_map = arg_map or {}
     pythons = pythons or {}
     for fw in frameworks:
@@ -554,7 +601,8 @@ def plan(contracts: list[str], impl: str | None, bindings: str | None, framework
         targets = Targets()
         if changed_since:
             # only the layers a pull request touches; see select_changed for what counts
-            entries, targets.selection, untouched = select_changed(entries, bindings, changed_since)
+            entries, targets.selection, untouched = select_changed(entries, bindings, changed_since,
+                                                                   baseline_loaded)
             targets.untouched = [(str(e["impl"]), _contract_names(str(e["contract"]))) for e in untouched]
         with _probing() as probe:
             for e in entries:

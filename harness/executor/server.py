@@ -12,6 +12,7 @@ loses the answer.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import sys
 import threading
@@ -73,6 +74,128 @@ def _no_tqdm_monitor():
     tqdm.tqdm.monitor_interval = 0
 
 
+FILES_CAP = 10_000  # the most files an executor reports (what --changed-since compares a baseline's run by)
+_WRITES = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+
+
+class FileRecorder:
+    """The files the code under test loads (modules it imports, data it opens), seen by an audit hook (PEP 578)
+    while ``on``: what --changed-since later selects a binding by (targets.select_changed), so that a dynamic
+    import, a data file or a symbolic link is seen as well as a static import. The Python installation's own
+    files, the harness's and the system's pseudo-files are left out; so is a file this process wrote before it
+    read it (a temporary file of a check). A hostile layer can fake or hide events: only a baseline's (trusted)
+    run is read back."""
+
+    def __init__(self):
+        self.on = False
+        self.raw: dict = {}        # absolute path -> None, in the order seen (not yet checked)
+        self.names: set = set()    # modules imported (an import from a cached .pyc opens no .py)
+        self.written: set = set()
+        self.files: dict = {}      # reported or to report: path -> None
+        self.reported = 0
+        self.truncated = False
+        self.skip = _installation_dirs()
+        sys.addaudithook(self.hook)
+
+    def hook(self, event, args):
+        if not self.on or (event != "open" and event != "import"):
+            return
+        try:  # an audit hook that raises fails the call it audits: never
+            if event == "import":
+                if len(self.names) < FILES_CAP:
+                    self.names.add(args[0])
+                return
+            path, mode, flags = args[0], args[1], args[2]
+            if isinstance(path, bytes):
+                path = os.fsdecode(path)
+            if not isinstance(path, str):
+                return  # a file descriptor
+            path = os.path.abspath(path)
+            if path.startswith(self.skip):
+                return
+            if (any(c in mode for c in "wax+") if isinstance(mode, str) else bool((flags or 0) & _WRITES)):
+                if path not in self.raw and len(self.written) < FILES_CAP:
+                    self.written.add(path)
+            elif path not in self.written and path not in self.raw:
+                if len(self.raw) < FILES_CAP:
+                    self.raw[path] = None
+                else:
+                    self.truncated = True
+        except Exception:
+            pass
+
+    def take(self) -> dict:
+        """The files seen since the last ``take`` (a path and, where a symbolic link leads elsewhere, its
+        target), and whether the list was cut at FILES_CAP."""
+        on, self.on = self.on, False  # what this reads is the harness's
+        try:
+            raw, self.raw = list(self.raw), {}
+            names, self.names = list(self.names), set()
+            for name in names:
+                module = sys.modules.get(name)
+                try:
+                    file = getattr(module, "__file__", None) if module is not None else None
+                except Exception:
+                    file = None
+                if isinstance(file, str):
+                    raw.append(os.path.abspath(file))
+            for path in raw:
+                if path.endswith(".pyc") and "__pycache__" in path:
+                    try:
+                        source = importlib.util.source_from_cache(path)
+                    except ValueError:
+                        source = None
+                    if source and os.path.isfile(source):
+                        path = source
+                if path.startswith(self.skip) or not os.path.isfile(path) or _metadata(path):
+                    continue  # directories, paths that never existed or are gone, packages' metadata
+                for f in (path, os.path.realpath(path)):
+                    if f not in self.files and not f.startswith(self.skip):
+                        if len(self.files) >= FILES_CAP:
+                            self.truncated = True
+                            break
+                        self.files[f] = None
+            new = list(self.files)[self.reported:]
+            self.reported = len(self.files)
+            return {"files": new, "files_truncated": self.truncated}
+        finally:
+            self.on = on
+
+
+def _metadata(path: str) -> bool:
+    """A file of an installed distribution's metadata (entry points a framework looks up), wherever it lies."""
+    return any(part.endswith((".dist-info", ".egg-info")) for part in path.split(os.sep)[:-1])
+
+
+def _installation_dirs() -> tuple:
+    """Where the Python installation, its packages and the harness live, and the pseudo-filesystems: no file
+    there is a user's (each ends with a separator)."""
+    import site
+    import sysconfig
+    dirs = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    try:
+        dirs.update(site.getsitepackages() + [site.getusersitepackages()])
+    except Exception:  # an old virtualenv's site module
+        pass
+    for entry in sys.path:
+        parts = entry.split(os.sep)
+        for i, part in enumerate(parts):
+            if part in ("site-packages", "dist-packages"):
+                dirs.add(os.sep.join(parts[:i + 1]))
+    cwd = os.getcwd()
+    for d in list(dirs):
+        if not d or os.path.abspath(d) == os.sep or (cwd + os.sep).startswith(os.path.abspath(d) + os.sep):
+            # a prefix holding the project itself (a Python at /, a project under /usr/local): its libraries only
+            dirs.discard(d)
+            dirs.update(sysconfig.get_paths().get(k, "") for k in ("stdlib", "platstdlib", "purelib", "platlib"))
+    dirs.add(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness package
+    out = {"/proc/", "/sys/", "/dev/"}
+    for d in dirs:
+        if d and os.path.abspath(d) != os.sep:
+            out.update(p.rstrip(os.sep) + os.sep for p in (os.path.abspath(d), os.path.realpath(d)))
+    return tuple(sorted(out))
+
+
 class Server:
     def __init__(self, channel, config: dict):
         self.channel = channel
@@ -95,6 +218,8 @@ class Server:
         _no_tqdm_monitor()
         self.framework = config.get("framework")
         self.role = config.get("role")
+        # the processes that run the code under test note the files it loads (a fresh one: all it runs is that)
+        self.reads = FileRecorder() if self.role in ("layer", "fresh") else None
         self.adapter = None
         self.zygote = None
         if config.get("zygote_token") and self.role == "native" and self.framework:
@@ -132,6 +257,8 @@ class Server:
         self.threads = {t.ident for t in threading.enumerate()}
         self.check_globals = None
         self.fingerprint = None  # taken before the first user module is imported
+        if self.reads is not None and self.role == "fresh":
+            self.reads.on = True
 
     # -- handles ---------------------------------------------------------------------------
     def handle_of(self, obj):
@@ -251,12 +378,18 @@ class Server:
             _settle(self.adapter)  # done at start-up by a layer executor; a second time costs nothing
             self.fingerprint = _fingerprint()
         before = self._globals()
-        obj = _resolve(spec)
+        if self.reads is not None:
+            self.reads.on = True
+        try:
+            obj = _resolve(spec)
+        finally:
+            if self.reads is not None:
+                self.reads.on = False
         changed = self._restore(before)
         self.pinned.add(self.handle_of(obj)["__h__"])
         module = sys.modules.get(spec.split(":", 1)[0])
         return {"impl": obj, "file": getattr(module, "__file__", None), "changed": changed,
-                "threads": self._new_threads(),
+                "threads": self._new_threads(), **self.op_files(),
                 "constructor_problem": binding.problem(spec, binding.signature_of(obj), constructor,
                                                        unaccepted_too=False) if constructor is not None else None}
 
@@ -322,13 +455,21 @@ class Server:
 
     def op_begin_check(self):
         self.check_globals = self._globals()
+        if self.reads is not None:
+            self.reads.on = True
 
     def op_end_check(self):
-        """Put global state back as the check found it; say what the layer changed."""
+        """Put global state back as the check found it; say what the layer changed (and the files it loaded)."""
+        if self.reads is not None and self.role == "layer":
+            self.reads.on = False
         changed = self._restore(self.check_globals) if self.check_globals is not None else []
         self.check_globals = None
         self.op_release()
-        return {"changed": changed, "threads": self._new_threads()}
+        return {"changed": changed, "threads": self._new_threads(), **self.op_files()}
+
+    def op_files(self) -> dict:
+        """The files the code under test loaded since the last report (FileRecorder): {"files", "files_truncated"}."""
+        return self.reads.take() if self.reads is not None else {}
 
     def op_release(self):
         """Drop every object the judge no longer refers to (all but loaded implementations)."""

@@ -49,6 +49,10 @@ class Session:
         self._cache_root = None
         self._native_generation = None
         self.owner: Session | None = None  # (a lane) the session whose zygotes and caches it shares
+        # (framework, spec) -> the files its processes saw the code under test load (server.FileRecorder), for
+        # the results file's `loaded_files`; ``files_cut``: the keys whose list reached the recorder's cap
+        self.loaded_files: dict = {}
+        self.files_cut: set = set()
 
     # -- executors ---------------------------------------------------------------------------
     def lane(self) -> Session:
@@ -175,6 +179,7 @@ class Session:
             raise LoadFailed(self.failed[key]) from None
         finally:
             ex.deadline = None
+        self._note_files(key, info)
         notes = []
         if info["changed"]:
             notes.append("importing the module changed global state (restored): " + ", ".join(info["changed"]))
@@ -209,6 +214,7 @@ class Session:
                 layer.begin_pending = False  # no request in this check: nothing of the layer ran
             elif layer is not None and layer.alive:
                 info = layer.request("end_check")
+                self._note_files((framework, self.current.get(framework)), info)
                 if info["changed"]:
                     notes.append("the layer changed global state (restored): " + ", ".join(info["changed"]))
                 if info["threads"]:
@@ -222,6 +228,9 @@ class Session:
             if layer is not None:
                 layer.kill()
         finally:
+            for ex in self.running:
+                if ex.role == "fresh":  # what the check's fresh processes loaded (fresh_adapter asked as they closed)
+                    self._note_files((framework, self.current.get(framework)), getattr(ex, "files", None) or {})
             references_until(None)
             for ex in self.running + self.references:
                 ex.deadline = None
@@ -229,6 +238,14 @@ class Session:
                 ex.release(keep)
             self.running = []
         return notes
+
+    def _note_files(self, key, answer: dict) -> None:
+        """The files an executor's answer says the code under test loaded (server.FileRecorder), kept per target."""
+        files = answer.get("files") if isinstance(answer, dict) else None
+        if isinstance(files, list):
+            self.loaded_files.setdefault(key, set()).update(f for f in files if isinstance(f, str))
+        if isinstance(answer, dict) and answer.get("files_truncated"):
+            self.files_cut.add(key)
 
     def abort(self):
         """Kill every executor at once (the run is being interrupted), a fresh one in use included."""
@@ -266,6 +283,11 @@ def fresh_adapter(framework: str, python: str | None = None, memory_limit_gib: f
                 pass  # only a saving (a lost or late process is the check's to report, at its next request)
         yield RemoteAdapter(ex)
     finally:
+        if ex.alive and (ex.deadline is None or time.monotonic() < ex.deadline):
+            try:
+                ex.files = ex.request("files")  # what the code under test loaded here (Session.end_check keeps it)
+            except (RemoteError, ExecutorLost, CheckTimeout):
+                pass
         ex.close()  # its stderr stays readable for end_check
 
 
