@@ -1,11 +1,12 @@
-"""The README's terminal examples, regenerated from real runs.
+"""The terminal examples of README.md and docs/checks.md, regenerated from real runs.
 
 Each run writes a small user layer (the correct RMSNorm of tests/test_wheel.py, or a layer of the mutant
 catalogue, renamed RMSNorm) into a project directory of its own as ``mypkg/layers.py``, runs the README's command
 there through the public command line, and each example keeps the lines it shows of that output. Only what varies
 between runs and machines is normalized: the project directory, the duration, the platform line's versions and the
 plugins the harness does not bring. Left-out lines are marked by one "..." line each run of them. An example lives
-in README.md between its markers:
+between its markers in one of the files of FILES (README.md: the first run and the opening failure; docs/checks.md:
+blocked checks, known mistakes, precision):
 
     <!-- example: NAME -->
     ```
@@ -13,7 +14,7 @@ in README.md between its markers:
     ```
     <!-- /example -->
 
-    python scripts/readme_examples.py           # rewrite README.md's example blocks
+    python scripts/readme_examples.py           # rewrite the example blocks of README.md and docs/checks.md
     python scripts/readme_examples.py --check   # exit 1 with a diff where a block differs from the real output
 """
 import argparse
@@ -34,6 +35,7 @@ sys.path.insert(0, str(ROOT))
 from tests.test_wheel import USER_LAYERS, _clean_env  # noqa: E402  (the checkout's own modules, after the path)
 
 README = ROOT / "README.md"
+FILES = (README, ROOT / "docs" / "checks.md")   # the files that hold examples; each example is in exactly one
 PROJECT = "~/myproject"   # what the temporary project directory reads as
 COLUMNS = 140             # wide enough that pytest -v does not cut a blocked check's reason
 MODULES_OF_THIS_REPO = ("tests", "reference_impls", "harness", "layer_conformance")
@@ -182,27 +184,35 @@ def marker(name):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if a README block differs from the real output")
+    parser.add_argument("--check", action="store_true", help="exit 1 if an example block differs from the real output")
     opts = parser.parse_args()
-    readme = README.read_text()
-    absent = [name for name in EXAMPLES if not marker(name).search(readme)]
+    texts = {path: path.read_text() for path in FILES}
+    where = {name: [path for path, text in texts.items() if marker(name).search(text)] for name in EXAMPLES}
+    absent = [name for name, paths in where.items() if not paths]
     if absent:
-        raise SystemExit(f"README.md has no markers for {absent}")
+        raise SystemExit(f"no file of {[p.relative_to(ROOT).as_posix() for p in FILES]} has markers for {absent}")
+    twice = {name: [p.relative_to(ROOT).as_posix() for p in paths] for name, paths in where.items() if len(paths) > 1}
+    if twice:
+        raise SystemExit(f"examples with markers in more than one file: {twice}")
     outputs = {name: run(name) for name in RUNS}
-    new = readme
-    for name in EXAMPLES:
-        new = marker(name).sub(lambda m: m.group(1) + block(name, outputs) + m.group(3), new)
-    if new == readme:
-        print("README.md's examples are the real output")
+    new = dict(texts)
+    for name, (path,) in where.items():
+        new[path] = marker(name).sub(lambda m: m.group(1) + block(name, outputs) + m.group(3), new[path])
+    changed = [path for path in FILES if new[path] != texts[path]]
+    if not changed:
+        print("the examples are the real output")
         return 0
     if opts.check:
-        sys.stdout.writelines(difflib.unified_diff(readme.splitlines(True), new.splitlines(True),
-                                                   "README.md", "the real output"))
+        for path in changed:
+            rel = path.relative_to(ROOT).as_posix()
+            sys.stdout.writelines(difflib.unified_diff(texts[path].splitlines(True), new[path].splitlines(True),
+                                                       rel, "the real output"))
         return 1
-    tmp = README.with_name(README.name + ".tmp")   # atomically: a reader never sees half a README
-    tmp.write_text(new)
-    os.replace(tmp, README)
-    print("README.md's examples regenerated")
+    for path in changed:
+        tmp = path.with_name(path.name + ".tmp")   # atomically: a reader never sees half a file
+        tmp.write_text(new[path])
+        os.replace(tmp, path)
+        print(f"{path.relative_to(ROOT).as_posix()}: examples regenerated")
     return 0
 
 

@@ -1,7 +1,8 @@
-"""The README's "where to add what" lists every file a newcomer touches: each path it names exists
+"""docs/adding.md's "where to add what" lists every file a newcomer touches: each path it names exists
 (with <name>, <framework>, <area> read as an existing one), and no file inside harness/ other than
 those listed for a framework names the frameworks. The checks share helpers through checks/common.py,
-not through one another."""
+not through one another. The README stays a short guide (at most README_MAX_BYTES), and every relative link of
+the README and of docs/*.md reaches an existing file and, where it names one, an existing heading."""
 import ast
 import re
 from pathlib import Path
@@ -9,13 +10,18 @@ from pathlib import Path
 from layer_conformance.frameworks import FRAMEWORKS
 
 ROOT = Path(__file__).resolve().parent.parent
+ADDING = ROOT / "docs" / "adding.md"
+README_MAX_BYTES = 15_000
 
 
 def _lists() -> dict[str, list[str]]:
-    text = (ROOT / "README.md").read_text()
-    start = text.index("Where to add what")
+    """The lists under docs/adding.md's heading "Where to add what", up to the next heading."""
+    lines = ADDING.read_text().splitlines()
+    start = lines.index("## Where to add what")
     out, current = {}, None
-    for line in text[start:].splitlines()[1:]:
+    for line in lines[start + 1:]:
+        if line.startswith("#"):
+            break
         m = re.match(r"^\* \*\*Add a ([a-z ]+)\*\*", line)
         if m:
             current = m.group(1)
@@ -32,14 +38,14 @@ def _exists(path: str, name: str) -> bool:
     return (ROOT / path.rstrip("/")).exists()
 
 
-def test_readme_lists_where_to_add_a_framework_a_contract_a_check_and_a_key():
+def test_adding_lists_where_to_add_a_framework_a_contract_a_check_and_a_key():
     lists = _lists()
     assert set(lists) == {"framework", "contract", "check", "contract key"}, lists
     for what, paths in lists.items():
         assert paths, what
         example = {"framework": "torch", "contract": "rmsnorm"}.get(what, "torch")
         missing = [p for p in paths if not _exists(p, example)]
-        assert not missing, f"add a {what}: the README names paths that do not exist: {missing}"
+        assert not missing, f"add a {what}: docs/adding.md names paths that do not exist: {missing}"
 
 
 def test_only_the_listed_files_inside_harness_name_the_frameworks():
@@ -54,7 +60,7 @@ def test_only_the_listed_files_inside_harness_name_the_frameworks():
         if any(quoted.search(line) for line in path.read_text().splitlines()
                if not line.lstrip().startswith("#")):
             naming.add(rel)
-    assert not naming, f"these name frameworks but are not in the README's framework list: {sorted(naming)}"
+    assert not naming, f"these name frameworks but are not in docs/adding.md's framework list: {sorted(naming)}"
     schema = (ROOT / "harness" / "schema" / "contract.schema.json").read_text()
     assert not quoted.search(schema), "the schema lists frameworks: they come from layer_conformance/frameworks.py"
 
@@ -78,3 +84,79 @@ def test_checks_share_helpers_through_common_and_import_no_private_name_of_one_a
     for a, deps in graph.items():
         for b in deps:
             assert a not in graph.get(b, ()), f"checks/{a}.py and checks/{b}.py import each other"
+
+
+def test_the_readme_is_a_short_guide():
+    size = len((ROOT / "README.md").read_bytes())
+    assert size <= README_MAX_BYTES, (
+        f"README.md is {size} bytes, over {README_MAX_BYTES}: move reference material into docs/ and link it")
+
+
+FENCE = re.compile(r"^(```|~~~)")
+
+
+def _prose(text: str) -> list[str]:
+    """The lines outside fenced code blocks, inline code removed."""
+    out, fenced = [], False
+    for line in text.splitlines():
+        if FENCE.match(line.lstrip()):
+            fenced = not fenced
+            continue
+        if not fenced:
+            out.append(re.sub(r"`[^`]*`", "", line))
+    return out
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped (not - and _), spaces as hyphens."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().replace("`", "").lower())
+    return text.replace(" ", "-")
+
+
+def _anchors(path: Path) -> set[str]:
+    out, seen = set(), {}
+    fenced = False
+    for line in path.read_text().splitlines():
+        if FENCE.match(line.lstrip()):
+            fenced = not fenced
+            continue
+        m = None if fenced else re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if m:
+            slug = _slug(m.group(1))
+            n = seen.get(slug, 0)
+            seen[slug] = n + 1
+            out.add(slug if n == 0 else f"{slug}-{n}")
+    return out
+
+
+LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+
+
+def _links(path: Path) -> list[str]:
+    return [target for line in _prose(path.read_text()) for target in LINK.findall(line)]
+
+
+def test_every_relative_link_reaches_a_file_and_its_heading():
+    documents = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    broken, checked = [], 0
+    for doc in documents:
+        for target in _links(doc):
+            if re.match(r"^[a-z][a-z0-9+.-]*:", target, re.I):   # http:, https:, mailto: ...
+                continue
+            checked += 1
+            file_part, _, anchor = target.partition("#")
+            dest = (doc.parent / file_part).resolve() if file_part else doc
+            where = f"{doc.relative_to(ROOT).as_posix()}: ({target})"
+            if not dest.exists():
+                broken.append(f"{where}: no such file")
+            elif anchor and dest.suffix == ".md" and anchor not in _anchors(dest):
+                broken.append(f"{where}: no heading with that anchor in {dest.name}")
+    assert checked, "no relative links found: the link collector is broken"
+    assert not broken, "broken links:\n" + "\n".join(broken)
+
+
+def test_the_link_checker_can_fail(tmp_path):
+    doc = tmp_path / "a.md"
+    doc.write_text("# Title\n\n## The `x` key, and more\n\n```\n## not a heading\n```\n[b](b.md) `[c](c.md)`\n")
+    assert _anchors(doc) == {"title", "the-x-key-and-more"}
+    assert _links(doc) == ["b.md"]
