@@ -1,23 +1,7 @@
-"""Fixtures the harness's own tests share."""
-from pathlib import Path
-
+"""Fixtures the harness's own tests share (plain helpers and sample data: tests/support.py)."""
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-MXNET_PYTHON = ROOT / ".venv-mxnet" / "bin" / "python"
-
-
-def executor_pythons(framework: str) -> dict:
-    """The ``pythons`` a Session needs for ``framework`` (MXNet lives in its own environment); skips the
-    test where the framework is not here."""
-    from layer_conformance import adapters
-    if framework == "mxnet":
-        if not MXNET_PYTHON.exists():
-            pytest.skip("no .venv-mxnet here")
-        return {"mxnet": str(MXNET_PYTHON)}
-    if not adapters.installed(framework):
-        pytest.skip(f"{framework} is not installed")
-    return {}
+from tests.support import executor_pythons
 
 
 @pytest.fixture(scope="module")
@@ -33,3 +17,13 @@ def sessions():
     yield get
     for s in made.values():
         s.close()
+
+
+@pytest.fixture
+def session():
+    """A plain executor Session (no MXNet environment) for one test, closed after. test_export.py and
+    test_hints.py keep module-scoped sessions of their own (with MXNet's python), which override this one."""
+    from layer_conformance.executor.session import Session
+    s = Session()
+    yield s
+    s.close()

@@ -1,12 +1,12 @@
 """A binding that does not fit its layer is the user's to fix (exit 4, both sides named), never a layer
 failure; --arg-map (and `arg_map` in a bindings file) maps the contract's arguments onto the layer's."""
 import json
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+
+from tests.support import pytest_run
 
 pytest.importorskip("torch")
 
@@ -30,9 +30,8 @@ LAYER = textwrap.dedent("""\
 def run(tmp_path, *args):
     (tmp_path / "mylayer.py").write_text(LAYER)
     out = tmp_path / "results.json"
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--check", "values",
-                           "--check", "parameters", "--dtype", "float32", f"--conformance-json={out}", *args],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    proc = pytest_run("-q", "--check", "values", "--check", "parameters", "--dtype", "float32",
+                      f"--conformance-json={out}", *args, cwd=tmp_path, timeout=300)
     records = json.loads(out.read_text())["results"] if out.exists() else []
     return proc, records
 

@@ -2,21 +2,15 @@
 float32 whatever its input is not a float64 layer); naming a dtype the contract lacks is a usage error."""
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support import ROOT, pytest_run
 
 
 def _collect(tmp_path, dtypes):
     bindings = tmp_path / "bindings.yaml"
     bindings.write_text(f'- {{contract: rmsnorm, impl: "layer_conformance.reference_impls.torch.rmsnorm:IMPL", framework: torch, '
                         f'dtypes: {dtypes}}}\n')
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--collect-only",
-                           f"--bindings={bindings}"], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return pytest_run("-q", "--collect-only", f"--bindings={bindings}", cwd=ROOT, env={"PYTHONPATH": str(ROOT)},
+                      timeout=300)
 
 
 def test_a_binding_narrows_the_dtypes(tmp_path):
@@ -33,9 +27,8 @@ def test_a_dtype_the_contract_does_not_declare_is_a_usage_error(tmp_path):
 
 
 def test_dtype_on_the_command_line_narrows_every_target(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--collect-only",
-                           "--contract", "centered", "--framework", "torch", "--dtype", "float16"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc = pytest_run("-q", "--collect-only", "--contract", "centered", "--framework", "torch", "--dtype", "float16",
+                      cwd=ROOT, env={"PYTHONPATH": str(ROOT)}, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     targets = {line.split("::")[1] for line in proc.stdout.splitlines() if "::" in line}
     assert targets == {"centered[torch-cpu]", "centered[torch-cpu-float16]"}, targets

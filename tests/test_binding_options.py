@@ -5,11 +5,12 @@ way: a directory of their own, a small layer, the public command line in a subpr
 import json
 import re
 import shlex
-import subprocess
 import sys
 import textwrap
 
 import pytest
+
+from tests.support import pytest_run
 
 pytest.importorskip("torch")
 
@@ -67,8 +68,7 @@ KERAS_LAYER = textwrap.dedent("""\
 def run(cwd, *args, layer=TORCH_LAYER):
     (cwd / "mylayer.py").write_text(layer)
     out = cwd / "results.json"
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-n", "0",
-                           f"--conformance-json={out}", *args], cwd=cwd, capture_output=True, text=True, timeout=600)
+    proc = pytest_run("-q", "-n", "0", f"--conformance-json={out}", *args, cwd=cwd, timeout=600)
     records = json.loads(out.read_text())["results"] if out.exists() else []
     return proc, records
 

@@ -13,7 +13,7 @@ from layer_conformance.gate import compare
 from layer_conformance.report import write_html
 from layer_conformance.report import build_data
 from layer_conformance.report.html import cell_lines
-from tests.test_report import HOSTILE, SCRIPT_BREAK, buggy_doc, gated_sample, sample_baseline, sample_doc
+from tests.support import HOSTILE, SCRIPT_BREAK, buggy_doc, gated_sample, sample_baseline, sample_doc, sample_rec
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -44,9 +44,8 @@ def test_matrix_renders_from_disk(report, tmp_path):
 
 def test_a_dtype_is_a_row_of_its_own(tmp_path):
     """rmsnorm's bfloat16 checks on torch draw a row with a dtype cell; the cases' own rows read blank there."""
-    from tests.test_report import _rec
-    bf16 = [_rec("rmsnorm", "layer_conformance.reference_impls.torch.rmsnorm:IMPL", "torch", check, outcome, dtype="bfloat16",
-                 nodeid=f"specs/rmsnorm.yaml::rmsnorm[torch-cpu-bfloat16]::{check}")
+    bf16 = [sample_rec("rmsnorm", "layer_conformance.reference_impls.torch.rmsnorm:IMPL", "torch", check, outcome,
+                       dtype="bfloat16", nodeid=f"specs/rmsnorm.yaml::rmsnorm[torch-cpu-bfloat16]::{check}")
             for check, outcome in (("values", "failed"), ("gradients", "passed"))]
     path = write_html(tmp_path / "dtypes.html", sample_doc(bf16))
     dom = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path}", "--dump-dom", path.as_uri()],

@@ -28,6 +28,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.support import git
+
 pytest.importorskip("torch")
 pytest.importorskip("pytest_split")
 
@@ -206,10 +208,6 @@ def log1pexp(x):
 '''
 
 
-def _git(repo, *args):
-    subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True)
-
-
 def _user_repo(path: Path) -> Path:
     """main: two torch implementations of log1pexp under their own contract; two pull-request branches."""
     (path / "layers").mkdir(parents=True)
@@ -234,20 +232,20 @@ def _user_repo(path: Path) -> Path:
     (path / "conformance" / "expectations.yaml").write_text("expectations: []\n")
     (path / "README.md").write_text("# my layers\n")
     (path / ".gitignore").write_text("reports/\nbaseline/\n__pycache__/\n")
-    _git(path, "init", "-q", "-b", "main")
-    _git(path, "-c", "user.name=t", "-c", "user.email=t@t", "add", "-A")
-    _git(path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "layers")
+    git(path, "init", "-q", "-b", "main")
+    git(path, "-c", "user.name=t", "-c", "user.email=t@t", "add", "-A")
+    git(path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "layers")
     for branch, file, old, new in [
         ("halve-gradient", "layers/activations.py", "return grad_output * torch.sigmoid(x)",
          "return 0.5 * grad_output * torch.sigmoid(x)"),
         ("docs-only", "README.md", "# my layers\n", "# my layers\n\nNow with a README.\n"),
     ]:
-        _git(path, "checkout", "-q", "-b", branch, "main")
+        git(path, "checkout", "-q", "-b", branch, "main")
         text = (path / file).read_text()
         assert old in text
         (path / file).write_text(text.replace(old, new))
-        _git(path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", branch)
-    _git(path, "checkout", "-q", "main")
+        git(path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", branch)
+    git(path, "checkout", "-q", "main")
     return path
 
 

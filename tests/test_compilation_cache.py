@@ -6,19 +6,10 @@ import os
 import numpy as np
 import pytest
 
-from layer_conformance.executor.session import Session
-
 pytest.importorskip("jax")
 
 SOFTPLUS = "layer_conformance.reference_impls.jax.log1pexp:log1pexp"
 CLIPPED = "layer_conformance.reference_impls.jax.clipped_relu_grad:clipped_relu"
-
-
-@pytest.fixture
-def session():
-    s = Session()
-    yield s
-    s.close()
 
 
 def _cache_of(adapter):

@@ -2,16 +2,12 @@
 each framework's compiler, each compiled mutant fails with a message naming the mistake, a graph
 break fails unless the contract allows it with a reason, and the torch backend option reaches it."""
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from layer_conformance.contract import bundled_contracts, load_contract
 from layer_conformance.runner import context_for, run_check
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support import ROOT, pytest_run
 
 
 def _run(sessions, framework, contract, impl, backend=None):
@@ -106,11 +102,9 @@ def test_compiled_keys_are_validated(tmp_path):
 def test_compile_backend_option_reaches_the_check(tmp_path):
     pytest.importorskip("torch")
     out = tmp_path / "r.json"
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--contract", "rmsnorm",
-                           "--impl", "layer_conformance.reference_impls.torch.rmsnorm:IMPL", "--check", "compiled",
-                           "--compile-backend", "eager", "--conformance-json", str(out), "--rootdir", str(ROOT)],
-                          capture_output=True, text=True, cwd=ROOT, timeout=600,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc = pytest_run("-q", "--contract", "rmsnorm", "--impl", "layer_conformance.reference_impls.torch.rmsnorm:IMPL",
+                      "--check", "compiled", "--compile-backend", "eager", "--conformance-json", str(out),
+                      "--rootdir", str(ROOT), cwd=ROOT, env={"PYTHONPATH": str(ROOT)}, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     import json
     (rec,) = json.loads(out.read_text())["results"]

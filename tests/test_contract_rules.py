@@ -1,18 +1,13 @@
 """The contract's rules have one owner per section: every top-level key of the schema has its validator
 in ``SECTION_RULES``, run at load; a rule that the contract alone decides is reported at load (exit 3,
 file:line:field), never by a check while it runs; the frameworks' names come from their registry."""
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
 from layer_conformance import contract as contract_mod
 from layer_conformance.contract import SECTION_RULES, ContractError, load_contract, schema
 from layer_conformance.frameworks import FRAMEWORKS, Framework
+from tests.support import ROOT, pytest_run
 
-ROOT = Path(__file__).resolve().parent.parent
 HOSTILE = ROOT / "tests" / "hostile_contracts"
 
 # rules that checks used to raise while running, now decided at load: (fixture, field, fragment)
@@ -68,9 +63,7 @@ def test_moved_rule_is_a_contract_error_at_load(name, fld, fragment):
 @pytest.mark.parametrize("name", sorted({m[0] for m in MOVED}))
 def test_cli_moved_rule_exits_3_before_any_check(name, tmp_path):
     path = HOSTILE / f"{name}.yaml"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--contract", str(path)],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    proc = pytest_run("--contract", str(path), cwd=tmp_path, env={"PYTHONPATH": str(ROOT)}, timeout=300)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 3, out
     assert "Traceback" not in out and "collected" not in out

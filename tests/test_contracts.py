@@ -5,10 +5,7 @@ Each fixture in tests/hostile_contracts/ states what it must produce in its head
 ``# expect: LINE: FIELD: MESSAGE-FRAGMENT`` (``# expect[torch]:`` only where torch is installed).
 """
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,8 +14,8 @@ from layer_conformance import adapters
 from layer_conformance.checks import CHECKS
 from layer_conformance.contract import (CHECK_IDS, SCHEMA_PATH, Contract, ContractError, ContractNotFound,
                               bundled_contracts, find_contract, load_contract)
+from tests.support import ROOT, pytest_run
 
-ROOT = Path(__file__).resolve().parent.parent
 HOSTILE = Path(__file__).resolve().parent / "hostile_contracts"
 EXPECT = re.compile(r"^# expect(?:\[(\w+)\])?: (\d+): (.+?): (.+)$")
 HAS_TORCH = adapters.installed("torch")
@@ -93,16 +90,14 @@ def test_missing_native_class_is_reported_by_the_native_check_with_file_and_line
 
 # --- the command line: a few subprocess runs (each ~2 s) ----------------------------------
 
-def _pytest(*args, cwd=ROOT):
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
+ON_PATH = {"PYTHONPATH": str(ROOT)}   # the runs import this repository's modules
 
 
 @pytest.mark.skipif(not HAS_TORCH, reason="needs torch")
 def test_cli_broken_contract_exits_3_with_every_problem_and_no_traceback():
     path = HOSTILE / "three_problems.yaml"
-    proc = _pytest("--contract", str(path), "--impl", "layer_conformance.reference_impls.torch.rmsnorm:IMPL")
+    proc = pytest_run("--contract", str(path), "--impl", "layer_conformance.reference_impls.torch.rmsnorm:IMPL",
+                      env=ON_PATH, timeout=300)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 3, out
     assert "Traceback" not in out
@@ -117,7 +112,7 @@ def test_cli_every_broken_contract_is_reported_before_collection(tmp_path):
         f"- {{contract: {HOSTILE / 'python_tag.yaml'}, impl: 'layer_conformance.reference_impls.torch.centered:IMPL', framework: torch}}\n"
         f"- {{contract: {HOSTILE / 'negative_tolerances.yaml'}, impl: 'layer_conformance.reference_impls.torch.centered:IMPL', "
         f"framework: torch}}\n")
-    proc = _pytest("--bindings", str(bindings), cwd=tmp_path)
+    proc = pytest_run("--bindings", str(bindings), cwd=tmp_path, env=ON_PATH, timeout=300)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 3, out
     assert "Traceback" not in out and "collected" not in out
@@ -127,7 +122,7 @@ def test_cli_every_broken_contract_is_reported_before_collection(tmp_path):
 
 
 def test_cli_unknown_contract_name_is_a_usage_error():
-    proc = _pytest("--contract", "rmsnrom", "--framework", "torch")
+    proc = pytest_run("--contract", "rmsnrom", "--framework", "torch", env=ON_PATH, timeout=300)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 4, out
     assert "no bundled contract named 'rmsnrom'" in out and "Traceback" not in out
@@ -141,7 +136,8 @@ BOUNDS = ["empty_input", "huge_input", "trailing_newline", "timeout_zero", "time
 @pytest.mark.parametrize("name", BOUNDS)
 def test_cli_contract_out_of_bounds_exits_3_naming_file_line_field(name, tmp_path):
     path = HOSTILE / f"{name}.yaml"
-    proc = _pytest("--contract", str(path), cwd=tmp_path)  # the bundled matrix of installed frameworks
+    # the bundled matrix of installed frameworks
+    proc = pytest_run("--contract", str(path), cwd=tmp_path, env=ON_PATH, timeout=300)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 3, out
     assert "Traceback" not in out and "collected" not in out
@@ -165,7 +161,7 @@ def test_input_element_limit_is_settable(monkeypatch):
 
 
 def test_cli_max_input_elements(tmp_path):
-    proc = _pytest("--contract", "centered", "--max-input-elements", "31", cwd=tmp_path)
+    proc = pytest_run("--contract", "centered", "--max-input-elements", "31", cwd=tmp_path, env=ON_PATH, timeout=300)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 3, out
     assert "centered.yaml:14: cases[1].inputs.X.shape: 32 elements is more than the 31 allowed per input" in out
@@ -173,7 +169,7 @@ def test_cli_max_input_elements(tmp_path):
 
 @pytest.mark.parametrize("value", ["0", "-1", "inf", "nan", "1e300"])
 def test_cli_check_timeout_must_be_positive_and_finite(value, tmp_path):
-    proc = _pytest("--contract", "centered", f"--check-timeout={value}", cwd=tmp_path)
+    proc = pytest_run("--contract", "centered", f"--check-timeout={value}", cwd=tmp_path, env=ON_PATH, timeout=300)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 4, out
     assert f"argument --check-timeout: '{value}': a timeout is a number of seconds above 0" in out, out

@@ -7,13 +7,12 @@ sitecustomize on PYTHONPATH sets its sys.modules entry to None, in the judge and
 ModuleNotFoundError carries the package's name and no frame of a stand-in: the deepest frame is the importer's.
 """
 import json
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+
+from tests.support import pytest_run
 
 NNX_LAYER = '''
 import jax.numpy as jnp
@@ -49,11 +48,9 @@ def test_jax_export_without_flatbuffers_is_a_usage_error_naming_it(tmp_path):
     project = tmp_path / "project"
     project.mkdir()
     (project / "mylayer.py").write_text(textwrap.dedent(NNX_LAYER))
-    env = {**os.environ, "PYTHONPATH": str(_absent(tmp_path, "flatbuffers"))}
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "0", "--contract", "rmsnorm",
-                           "--impl", "mylayer:RMSNorm", "--check", "export", "--dtype", "float32",
-                           "--conformance-json", "out.json"],
-                          cwd=project, env=env, capture_output=True, text=True, timeout=600)
+    env = {"PYTHONPATH": str(_absent(tmp_path, "flatbuffers"))}
+    proc = pytest_run("-n", "0", "--contract", "rmsnorm", "--impl", "mylayer:RMSNorm", "--check", "export",
+                      "--dtype", "float32", "--conformance-json", "out.json", cwd=project, env=env, timeout=600)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 4, out
     (record,) = [r for r in json.loads((project / "out.json").read_text())["results"] if r["check"] == "export"]
@@ -71,11 +68,9 @@ def test_a_layer_importing_what_is_not_installed_is_the_layers_failure(tmp_path)
     project.mkdir()
     layer = NNX_LAYER.replace("        x32 = x.astype", "        import flatbuffers  # noqa: F401\n        x32 = x.astype")
     (project / "mylayer.py").write_text(textwrap.dedent(layer))
-    env = {**os.environ, "PYTHONPATH": str(_absent(tmp_path, "flatbuffers"))}
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "0", "--contract", "rmsnorm",
-                           "--impl", "mylayer:RMSNorm", "--check", "values", "--dtype", "float32",
-                           "--conformance-json", "out.json"],
-                          cwd=project, env=env, capture_output=True, text=True, timeout=600)
+    env = {"PYTHONPATH": str(_absent(tmp_path, "flatbuffers"))}
+    proc = pytest_run("-n", "0", "--contract", "rmsnorm", "--impl", "mylayer:RMSNorm", "--check", "values",
+                      "--dtype", "float32", "--conformance-json", "out.json", cwd=project, env=env, timeout=600)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 4 and "usage error" not in out, out
     (record,) = [r for r in json.loads((project / "out.json").read_text())["results"] if r["check"] == "values"]

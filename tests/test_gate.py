@@ -1,8 +1,6 @@
 """The CI gate: expectations files, baseline comparison, exit codes (unit tests plus a few real runs)."""
 import json
 import re
-import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -11,6 +9,7 @@ from layer_conformance import results
 from layer_conformance.record import Record
 from layer_conformance.gate import (ExpectationsError, annotate, compare, expectation_for, load_expectations, unmatched,
                           updated_expectations)
+from tests.support import pytest_run
 
 
 def _rec(check, outcome, contract="centered", impl="mylayers:Centered", framework="torch", device="cpu", **kw):
@@ -147,9 +146,8 @@ def project(tmp_path):
 def _pytest(cwd, layer_source, *args):
     (cwd / "mylayers.py").write_text(layer_source)
     # --assert=plain: nothing here needs rewriting, and it halves the start-up time
-    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--assert=plain", "--contract", "centered",
-           "--impl", "mylayers:Centered", "--check", "parameters", "--check", "values", "--dtype", "float32", *args]
-    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=300)
+    return pytest_run("-q", "--assert=plain", "--contract", "centered", "--impl", "mylayers:Centered",
+                      "--check", "parameters", "--check", "values", "--dtype", "float32", *args, cwd=cwd, timeout=300)
 
 
 def test_a_broken_layer_against_its_baseline_fails_and_is_named(project):

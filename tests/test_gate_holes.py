@@ -4,17 +4,15 @@ Unit tests for the comparison, the expectations and the change lookup, then real
 git repository with a main branch and pull-request branches (torch, one custom-gradient function).
 """
 import json
-import os
-import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
 from layer_conformance import gate, targets
 from layer_conformance.record import Record
 from layer_conformance.gate import ExpectationsError, compare, load_expectations
+from tests.support import GRAD_BINDINGS, GRAD_LAYER, gate_run, git
 
 
 def _rec(check, outcome, contract="centered", impl="mylayers:Centered", framework="torch", device="cpu", **kw):
@@ -122,66 +120,31 @@ def test_the_import_scan_follows_absolute_relative_and_literal_dynamic_imports(t
 
 # --- real runs in a git repository with branches -------------------------------------------------
 
-LAYER = textwrap.dedent("""\
-    import torch
-
-    from gradscale import FACTOR
-
-
-    class ClippedReLUGrad(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            ctx.save_for_backward(x)
-            return torch.clamp_min(x, 0.0)
-
-        @staticmethod
-        def backward(ctx, grad_output):
-            (x,) = ctx.saved_tensors
-            return torch.clamp(grad_output * (x > 0).to(grad_output.dtype), -1.0, 1.0) * FACTOR
-""")
-BINDINGS = "bindings:\n  - {contract: clipped_relu_grad, impl: \"mylayers:ClippedReLUGrad\", framework: torch}\n"
-
-
-def _git(repo, *args):
-    return subprocess.run(["git", "-c", "user.email=ci@example.org", "-c", "user.name=ci", *args], cwd=repo,
-                          check=True, capture_output=True, text=True).stdout
-
-
-def _gate(repo, *args):
-    # no PYTHONPATH pointing at the repository: the lookup must find its modules from the current directory
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    harness_root = str(Path(__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = harness_root
-    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--assert=plain",
-           "--bindings", "conformance/bindings.yaml", "--check", "gradients", "--check", "values", *args]
-    return subprocess.run(cmd, cwd=repo, capture_output=True, text=True, timeout=300, env=env)
-
-
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory):
     """main: one custom-gradient layer, its helper, bindings and a baseline from main's own green run."""
     pytest.importorskip("torch")
     repo = tmp_path_factory.mktemp("repo")
     (repo / "conformance").mkdir()
-    (repo / "mylayers.py").write_text(LAYER)
+    (repo / "mylayers.py").write_text(GRAD_LAYER)
     (repo / "gradscale.py").write_text("FACTOR = 1.0\n")
-    (repo / "conformance" / "bindings.yaml").write_text(BINDINGS)
+    (repo / "conformance" / "bindings.yaml").write_text(GRAD_BINDINGS)
     (repo / "README.md").write_text("# layers\n")
     (repo / ".gitignore").write_text("out/\nbaseline.json\n__pycache__/\n")
-    _git(repo, "init", "-q", "-b", "main")
-    _git(repo, "add", ".")
-    _git(repo, "commit", "-qm", "layers")
-    proc = _gate(repo, "--conformance-json", "baseline.json")
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "layers")
+    proc = gate_run(repo, "--conformance-json", "baseline.json")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return repo
 
 
 def _branch(repo, name, change):
-    _git(repo, "checkout", "-q", "main")
-    _git(repo, "checkout", "-qb", name)
+    git(repo, "checkout", "-q", "main")
+    git(repo, "checkout", "-qb", name)
     change(repo)
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-qm", name)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", name)
     return repo
 
 
@@ -191,7 +154,7 @@ def _selection(repo):
 
 def test_a_branch_that_halves_the_gradient_in_a_helper_fails_the_gate(repo):
     _branch(repo, "halve", lambda r: (r / "gradscale.py").write_text("FACTOR = 0.5\n"))
-    proc = _gate(repo, "--changed-since", "main", "--baseline", "baseline.json", "--conformance-json", "out/r.json")
+    proc = gate_run(repo, "--changed-since", "main", "--baseline", "baseline.json", "--conformance-json", "out/r.json")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "REGRESSION: clipped_relu_grad mylayers:ClippedReLUGrad [torch-cpu] gradients: passed -> failed" \
         in proc.stdout
@@ -203,7 +166,7 @@ def test_a_branch_that_halves_the_gradient_in_a_helper_fails_the_gate(repo):
 
 def test_a_branch_that_changes_only_the_readme_passes_with_an_explicit_line(repo):
     _branch(repo, "docs", lambda r: (r / "README.md").write_text("# layers\n\nmore words\n"))
-    proc = _gate(repo, "--changed-since", "main", "--baseline", "baseline.json", "--conformance-json", "out/r.json")
+    proc = gate_run(repo, "--changed-since", "main", "--baseline", "baseline.json", "--conformance-json", "out/r.json")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert ("no layer changed since main: 1 file changed, none is an implementation, a contract, a module they "
             "import, or the bindings file") in proc.stdout
@@ -216,7 +179,7 @@ def test_a_branch_that_changes_only_the_readme_passes_with_an_explicit_line(repo
 
 def test_a_broken_helper_selects_its_binding_and_fails(repo):
     _branch(repo, "broken", lambda r: (r / "gradscale.py").write_text("FACTOR = (\n"))
-    proc = _gate(repo, "--changed-since", "main", "--baseline", "baseline.json", "--conformance-json", "out/r.json")
+    proc = gate_run(repo, "--changed-since", "main", "--baseline", "baseline.json", "--conformance-json", "out/r.json")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "REGRESSION" in proc.stdout and "SyntaxError" in proc.stdout
     assert _selection(repo)["selected"][0]["because"] == ["gradscale.py changed (imported by mylayers)"]
@@ -224,7 +187,7 @@ def test_a_broken_helper_selects_its_binding_and_fails(repo):
 
 def test_a_deleted_implementation_file_selects_its_binding_and_fails(repo):
     _branch(repo, "deleted", lambda r: (r / "mylayers.py").unlink())
-    proc = _gate(repo, "--changed-since", "main", "--baseline", "baseline.json", "--conformance-json", "out/r.json")
+    proc = gate_run(repo, "--changed-since", "main", "--baseline", "baseline.json", "--conformance-json", "out/r.json")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "REGRESSION" in proc.stdout
     assert _selection(repo)["selected"][0]["because"] == ["mylayers.py was deleted"]
@@ -232,7 +195,7 @@ def test_a_deleted_implementation_file_selects_its_binding_and_fails(repo):
 
 def test_a_removed_binding_is_a_regression_against_the_baseline(repo):
     _branch(repo, "unbind", lambda r: (r / "conformance" / "bindings.yaml").write_text("bindings: []\n"))
-    proc = _gate(repo, "--changed-since", "main", "--baseline", "baseline.json", "--conformance-json", "out/r.json")
+    proc = gate_run(repo, "--changed-since", "main", "--baseline", "baseline.json", "--conformance-json", "out/r.json")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "REGRESSION: clipped_relu_grad mylayers:ClippedReLUGrad [torch-cpu] gradients: passed in the baseline, " \
            "not run now" in proc.stdout
@@ -243,11 +206,11 @@ def test_a_removed_binding_is_a_regression_against_the_baseline(repo):
 
 def test_an_added_binding_is_selected_and_untouched_ones_are_not(repo):
     def add(r):
-        (r / "other.py").write_text(LAYER.replace("from gradscale import FACTOR", "FACTOR = 1.0"))
+        (r / "other.py").write_text(GRAD_LAYER.replace("from gradscale import FACTOR", "FACTOR = 1.0"))
         (r / "conformance" / "bindings.yaml").write_text(
-            BINDINGS + "  - {contract: clipped_relu_grad, impl: \"other:ClippedReLUGrad\", framework: torch}\n")
+            GRAD_BINDINGS + "  - {contract: clipped_relu_grad, impl: \"other:ClippedReLUGrad\", framework: torch}\n")
     _branch(repo, "add", add)
-    proc = _gate(repo, "--changed-since", "main", "--baseline", "baseline.json", "--conformance-json", "out/r.json")
+    proc = gate_run(repo, "--changed-since", "main", "--baseline", "baseline.json", "--conformance-json", "out/r.json")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     sel = _selection(repo)
     assert [s["impl"] for s in sel["selected"]] == ["other:ClippedReLUGrad"]
@@ -259,8 +222,8 @@ def test_a_whole_frameworks_bindings_gone_is_a_regression(repo, tmp_path):
     base = json.loads((repo / "baseline.json").read_text())
     tf = [dict(r, framework="tensorflow", impl="tflayers:ClippedReLUGrad") for r in base["results"]]
     (tmp_path / "both.json").write_text(json.dumps(dict(base, results=base["results"] + tf)))
-    _git(repo, "checkout", "-q", "main")
-    proc = _gate(repo, "--baseline", str(tmp_path / "both.json"))
+    git(repo, "checkout", "-q", "main")
+    proc = gate_run(repo, "--baseline", str(tmp_path / "both.json"))
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "clipped_relu_grad tflayers:ClippedReLUGrad [tensorflow-cpu] gradients: passed in the baseline, " \
            "not run now" in proc.stdout
@@ -268,19 +231,19 @@ def test_a_whole_frameworks_bindings_gone_is_a_regression(repo, tmp_path):
 
 def test_strict_expectations_fail_on_an_entry_matching_nothing(repo, tmp_path):
     (tmp_path / "exp.yaml").write_text("- {contract: no_such_contract, check: values, expected: fail, reason: stale}\n")
-    _git(repo, "checkout", "-q", "main")
-    proc = _gate(repo, "--expectations", str(tmp_path / "exp.yaml"), "--strict-expectations")
+    git(repo, "checkout", "-q", "main")
+    proc = gate_run(repo, "--expectations", str(tmp_path / "exp.yaml"), "--strict-expectations")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "exp.yaml:1: the entry for contract=no_such_contract, check=values matches no check in this run" \
         in proc.stdout
     assert "--strict-expectations: 1 stale expectations entry" in proc.stdout
-    proc = _gate(repo, "--expectations", str(tmp_path / "exp.yaml"))
+    proc = gate_run(repo, "--expectations", str(tmp_path / "exp.yaml"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def test_an_expectations_file_with_a_keyless_entry_is_a_usage_error(repo, tmp_path):
     (tmp_path / "exp.yaml").write_text("expectations:\n  - {expected: fail, reason: everything}\n")
-    _git(repo, "checkout", "-q", "main")
-    proc = _gate(repo, "--expectations", str(tmp_path / "exp.yaml"))
+    git(repo, "checkout", "-q", "main")
+    proc = gate_run(repo, "--expectations", str(tmp_path / "exp.yaml"))
     assert proc.returncode == 4, proc.stdout + proc.stderr
     assert "exp.yaml:2:" in proc.stderr

@@ -1,7 +1,5 @@
 """A user layer cannot take the run down: it fails the checks it breaks, with a message that says how."""
 import json
-import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -11,8 +9,8 @@ torch = pytest.importorskip("torch")
 from layer_conformance.contract import bundled_contracts, load_contract  # noqa: E402
 from layer_conformance.runner import check_all, run_check, context_for  # noqa: E402
 from tests.hostile import torch_hostile as H  # noqa: E402
+from tests.support import ROOT, pytest_run  # noqa: E402
 
-ROOT = str(__import__("pathlib").Path(__file__).resolve().parent.parent)
 RMSNORM = load_contract(bundled_contracts()["rmsnorm"])
 
 
@@ -69,9 +67,7 @@ def conformance_run(tmp_path, *args, hostile=None):
         """))
         args = ("--bindings", str(bindings), *args)
     out = tmp_path / "results.json"
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args,
-                           "--conformance-json", str(out), "--rootdir", str(ROOT)],
-                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    proc = pytest_run("-q", *args, "--conformance-json", str(out), "--rootdir", str(ROOT), cwd=ROOT, timeout=300)
     records = json.loads(out.read_text())["results"] if out.exists() else []
     return proc, {(r["impl"].rpartition(":")[2], r["check"]): r for r in records}
 

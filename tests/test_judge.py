@@ -8,16 +8,14 @@ planned check, and the exit code is non-zero.
 """
 import json
 import os
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
+from tests.support import ROOT, pytest_run
+
 pytest.importorskip("torch")
 
-ROOT = str(Path(__file__).resolve().parent.parent)
 CHECKS = ("values", "parameters")
 # wrong numbers, right state: values fails, the gradients it rests on are blocked by it
 OFF_BY_TWO = {"values": "failed", "gradients": "blocked", "parameters": "passed"}
@@ -37,9 +35,8 @@ def judged(tmp_path, attacker: str, *args, checks=CHECKS, timeout=300):
     """))
     out = tmp_path / "results.json"
     check_args = [a for c in checks for a in ("--check", c)]
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--bindings", str(bindings),
-                           "--framework", "torch", *check_args, *args, "--conformance-json", str(out),
-                           "--rootdir", ROOT], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    proc = pytest_run("-q", "--bindings", str(bindings), "--framework", "torch", *check_args, *args,
+                      "--conformance-json", str(out), "--rootdir", str(ROOT), cwd=ROOT, timeout=timeout)
     assert out.exists(), f"no results file\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     records = json.loads(out.read_text())["results"]
     return proc, {(r["impl"].rpartition(":")[2] if "torch_hostile" in r["impl"] or "reference_impls" in r["impl"]

@@ -7,7 +7,7 @@ import pytest
 
 from layer_conformance.contract import find_contract
 from layer_conformance.junit import junit_names
-from tests.test_plugin import USER_LAYER, pytest_run
+from tests.support import USER_LAYER, pytest_run, user_package
 
 junitparser = pytest.importorskip("junitparser", reason="junitparser is not installed (pip install -e .[test])")
 Error, Failure, JUnitXml, Skipped = junitparser.Error, junitparser.Failure, junitparser.JUnitXml, junitparser.Skipped
@@ -41,9 +41,7 @@ def test_names_split_at_the_check():
 
 @pytest.fixture
 def project(tmp_path):
-    (tmp_path / "mypkg").mkdir()
-    (tmp_path / "mypkg" / "__init__.py").write_text("")
-    (tmp_path / "mypkg" / "layers.py").write_text(USER_LAYER + BUGGY)
+    user_package(tmp_path, USER_LAYER + BUGGY)
     (tmp_path / "contracts").mkdir()
     (tmp_path / "contracts" / "rmsnorm.yaml").write_text(find_contract("rmsnorm").read_text())
     (tmp_path / "bindings.yaml").write_text(textwrap.dedent("""\

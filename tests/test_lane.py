@@ -2,22 +2,18 @@
 of its own. Their verdicts are those the main thread gives, a layer that hangs there is ended by the per-check
 timeout and loses only its check, and the lane works on the frameworks the main thread runs last first."""
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-pytest.importorskip("torch")
+from tests.support import ROOT, pytest_run
 
-ROOT = Path(__file__).resolve().parent.parent
+pytest.importorskip("torch")
 
 
 def _run(tmp_path, name, *args):
     out = tmp_path / f"{name}.json"
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-n", "0", *args,
-                           "--conformance-json", str(out), "--rootdir", str(ROOT)],
-                          capture_output=True, text=True, timeout=600, cwd=ROOT)
+    proc = pytest_run("-q", "-n", "0", *args, "--conformance-json", str(out), "--rootdir", str(ROOT), cwd=ROOT,
+                      timeout=600)
     records = json.loads(out.read_text())["results"] if out.exists() else []
     return proc, {(r["impl"].rpartition(":")[2], r["check"]): r for r in records}
 

@@ -4,16 +4,15 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import textwrap
 import time
 from pathlib import Path
 
 import pytest
 
-pytest.importorskip("torch")
+from tests.support import ROOT, pytest_command, pytest_run
 
-ROOT = str(Path(__file__).resolve().parent.parent)
+pytest.importorskip("torch")
 
 
 def _bindings(tmp_path, *impls):
@@ -26,9 +25,10 @@ def test_sigterm_mid_run_leaves_incomplete_results_that_say_so(tmp_path):
     bindings = _bindings(tmp_path, "layer_conformance.reference_impls.torch.rmsnorm:IMPL", "tests.hostile.torch_hostile:Hangs")
     out = tmp_path / "results.json"
     journal = Path(str(out) + ".journal")
-    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--dtype", "float32", "--bindings", str(bindings),
-                             "--framework", "torch", "--check", "values", "--check", "parameters",
-                             "--check-timeout", "120", "--conformance-json", str(out), "--rootdir", ROOT],
+    proc = subprocess.Popen(pytest_command("-q", "--dtype", "float32", "--bindings", str(bindings),
+                                           "--framework", "torch", "--check", "values", "--check", "parameters",
+                                           "--check-timeout", "120", "--conformance-json", str(out),
+                                           "--rootdir", str(ROOT)),
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 240
     # the correct layer's two checks finish first; then the run sits in the hanging layer's check
@@ -59,10 +59,9 @@ def test_unwritable_report_path_does_not_cost_the_json(tmp_path):
     out = tmp_path / "results.json"
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("a file where the report's folder should be")
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--dtype", "float32", "--bindings", str(bindings),
-                           "--framework", "torch", "--check", "values", "--conformance-json", str(out),
-                           "--conformance-html", str(blocker / "report.html"), "--rootdir", ROOT],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    proc = pytest_run("-q", "--dtype", "float32", "--bindings", str(bindings), "--framework", "torch",
+                      "--check", "values", "--conformance-json", str(out),
+                      "--conformance-html", str(blocker / "report.html"), "--rootdir", str(ROOT), cwd=ROOT, timeout=300)
     assert out.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
     doc = json.loads(out.read_text())
     assert doc["complete"] is True and [r["outcome"] for r in doc["results"]] == ["passed"]

@@ -119,7 +119,7 @@ def test_a_cpu_without_bfloat16_kernels_makes_mxnet_bfloat16_not_applicable(monk
     a CPU without AVX-512), AMP's bfloat16 policy is n/a with the reason and float16 still runs."""
     from layer_conformance.executor import Session
 
-    from .conftest import executor_pythons
+    from tests.support import executor_pythons
     monkeypatch.setenv("DNNL_MAX_CPU_ISA", "AVX2")  # read by oneDNN in the executors this session starts
     session = Session(executor_pythons("mxnet"))
     try:

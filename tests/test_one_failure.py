@@ -12,7 +12,7 @@ import pytest
 from layer_conformance import adapters
 from layer_conformance.checks import PER_DTYPE
 from layer_conformance.contract import bundled_contracts, load_contract
-from tests.test_plugin import ROOT, pytest_run
+from tests.support import ROOT, pytest_run
 
 FRAMEWORKS = [fw for fw in adapters.FRAMEWORKS if adapters.installed(fw)]
 RMSNORM = load_contract(bundled_contracts()["rmsnorm"])

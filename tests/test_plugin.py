@@ -1,6 +1,5 @@
 """The plugin as a user meets it: command line, results file, xdist, lazy imports, JUnit."""
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -12,43 +11,14 @@ import importlib.util
 import pytest
 
 from layer_conformance import results
+from tests.support import ROOT, USER_LAYER, git, pytest_run, user_package
 
 requires_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch")
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def pytest_run(*args, cwd=ROOT, env=None, timeout=600):
-    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *map(str, args)]
-    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})})
-
-
-USER_LAYER = textwrap.dedent("""\
-    import torch
-    from torch import nn
-
-    class RMSNorm(nn.Module):
-        def __init__(self, d, eps=1e-6):
-            super().__init__()
-            self.gain = nn.Parameter(torch.ones(d))
-            self.eps = eps
-
-        def forward(self, X):
-            return self.gain * X * X.to(torch.promote_types(X.dtype, torch.float32)).pow(2).mean(-1, keepdim=True).add(self.eps).rsqrt().to(X.dtype)
-
-    class Broken(RMSNorm):
-        def forward(self, X):
-            return self.gain * X / (X.pow(2).mean(-1, keepdim=True).sqrt() + self.eps)
-""")
 
 
 @pytest.fixture
 def user_pkg(tmp_path):
-    pkg = tmp_path / "mypkg"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    (pkg / "layers.py").write_text(USER_LAYER)
-    return tmp_path
+    return user_package(tmp_path, USER_LAYER)
 
 
 @requires_torch
@@ -175,16 +145,15 @@ def test_harness_test_files_are_not_pulled_into_an_impl_run(user_pkg):
 @requires_torch
 def test_changed_since_keeps_only_the_layers_a_change_touched(user_pkg):
     """--changed-since REV: a pull request gates only the layers (or contracts) it changed."""
-    git = lambda *a: subprocess.run(["git", *a], cwd=user_pkg, check=True, capture_output=True)
     (user_pkg / "mypkg" / "other.py").write_text(USER_LAYER)
     (user_pkg / "bindings.yaml").write_text(textwrap.dedent("""\
         - {contract: rmsnorm, impl: "mypkg.layers:RMSNorm"}
         - {contract: rmsnorm, impl: "mypkg.other:RMSNorm"}
     """))
-    git("init", "-q")
-    git("-c", "user.email=ci@example.org", "-c", "user.name=ci", "commit", "-qam", "layers", "--allow-empty")
-    git("add", ".")
-    git("-c", "user.email=ci@example.org", "-c", "user.name=ci", "commit", "-qm", "layers")
+    git(user_pkg, "init", "-q")
+    git(user_pkg, "commit", "-qam", "layers", "--allow-empty")
+    git(user_pkg, "add", ".")
+    git(user_pkg, "commit", "-qm", "layers")
     proc = pytest_run("--bindings", "bindings.yaml", "--changed-since", "HEAD", "--collect-only", "-q", cwd=user_pkg)
     assert proc.returncode == 0 and "collected" not in proc.stdout.replace("no tests collected", ""), proc.stdout
     (user_pkg / "mypkg" / "other.py").write_text(USER_LAYER + "\n# changed\n")

@@ -6,7 +6,8 @@ import textwrap
 
 import pytest
 
-from tests.test_plugin import USER_LAYER, pytest_run
+from tests.support import (GRAD_BINDINGS, GRAD_LAYER, USER_LAYER, USER_LAYERS, gate_run, git, pytest_run,
+                           user_package)
 
 requires_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch")
 
@@ -19,9 +20,7 @@ def project(tmp_path):
         conformance_contract = ["rmsnorm"]
         conformance_impl = "mypkg.layers:RMSNorm"
     """))
-    (tmp_path / "mypkg").mkdir()
-    (tmp_path / "mypkg" / "__init__.py").write_text("")
-    (tmp_path / "mypkg" / "layers.py").write_text(USER_LAYER)
+    user_package(tmp_path, USER_LAYER)
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "test_mine.py").write_text("def test_mine():\n    assert sum([1, 2]) == 3\n")
     return tmp_path
@@ -97,27 +96,26 @@ def test_update_expectations_records_every_failure_exits_0_and_stores_portable_r
 def test_changed_since_is_silent_about_the_expectations_of_bindings_it_left_out(tmp_path):
     """A pull request that touches one of two bindings: the other's expectations entry is not stale, it is
     about a binding the harness chose not to run; an entry that names no binding at all is still told."""
-    from tests.test_gate_holes import BINDINGS, LAYER, _gate, _git
     repo = tmp_path / "repo"
     (repo / "conformance").mkdir(parents=True)
-    (repo / "mylayers.py").write_text(LAYER)
-    (repo / "other.py").write_text(LAYER.replace("from gradscale import FACTOR", "FACTOR = 1.0"))
+    (repo / "mylayers.py").write_text(GRAD_LAYER)
+    (repo / "other.py").write_text(GRAD_LAYER.replace("from gradscale import FACTOR", "FACTOR = 1.0"))
     (repo / "gradscale.py").write_text("FACTOR = 1.0\n")
     (repo / "conformance" / "bindings.yaml").write_text(
-        BINDINGS + "  - {contract: clipped_relu_grad, impl: \"other:ClippedReLUGrad\", framework: torch}\n")
+        GRAD_BINDINGS + "  - {contract: clipped_relu_grad, impl: \"other:ClippedReLUGrad\", framework: torch}\n")
     (repo / "expectations.yaml").write_text(textwrap.dedent("""\
         expectations:
           - {impl: "other:*", check: values, expected: fail, reason: about the binding left out}
           - {contract: no_such_contract, expected: fail, reason: about nothing}
     """))
-    _git(repo, "init", "-q", "-b", "main")
-    _git(repo, "add", ".")
-    _git(repo, "commit", "-qm", "layers")
-    _git(repo, "checkout", "-qb", "pr")
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "layers")
+    git(repo, "checkout", "-qb", "pr")
     (repo / "gradscale.py").write_text("FACTOR = 1.0  # unchanged value\n")
-    _git(repo, "commit", "-qam", "touch the helper")
+    git(repo, "commit", "-qam", "touch the helper")
     # the entries are globs and one names no check: the flag that allows them
-    proc = _gate(repo, "--changed-since", "main", "--expectations", "expectations.yaml", "--allow-glob-expectations")
+    proc = gate_run(repo, "--changed-since", "main", "--expectations", "expectations.yaml", "--allow-glob-expectations")
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
     assert "1 binding(s) selected, 1 untouched" in out, out[-3000:]
@@ -161,7 +159,6 @@ RETRACING = "triggered tf.function retracing"
 
 
 def _keras_user(tmp_path, source):
-    from tests.test_wheel import USER_LAYERS
     (tmp_path / "mylayer.py").write_text(USER_LAYERS["tensorflow"] + source)
     return ("--contract", "rmsnorm", "--impl", "mylayer:RMSNorm", "--arg-map", "d=", "--dtype", "float32",
             "--conformance-json", "r.json")

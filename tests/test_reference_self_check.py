@@ -9,7 +9,7 @@ import textwrap
 import pytest
 
 from layer_conformance.contract import find_contract
-from tests.test_plugin import USER_LAYER, pytest_run
+from tests.support import USER_LAYER, pytest_run, user_package
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch")
 
@@ -36,10 +36,7 @@ assert FORGOT in REFERENCE
 
 @pytest.fixture
 def project(tmp_path):
-    (tmp_path / "mypkg").mkdir()
-    (tmp_path / "mypkg" / "__init__.py").write_text("")
-    (tmp_path / "mypkg" / "layers.py").write_text(LAYERS)
-    return tmp_path
+    return user_package(tmp_path, LAYERS)
 
 
 def _contract(project, bundled: str, module: str) -> str:

@@ -11,72 +11,8 @@ from layer_conformance import results
 from layer_conformance.cli import main as cli_main
 from layer_conformance.gate import compare
 from layer_conformance.report import build_data, render_html, repro_command, write_html
-
-HOSTILE = '<img src=x onerror="window.__pwned=1">'
-SCRIPT_BREAK = '</script><script>window.__pwned=2</script><!--'
-
-
-def _rec(contract, impl, framework, check, outcome, message="", device="cpu", **extra):
-    return {"contract": contract, "impl": impl, "framework": framework, "device": device, "check": check,
-            "outcome": outcome, "message": message,
-            "nodeid": f"specs/{contract}.yaml::{contract}[{framework}-{device}]::{check}", "duration": 0.01, **extra}
-
-
-def sample_doc(extra=()):
-    """A small but varied results document: every status, two frameworks, a user impl, hostile text."""
-    ref = "layer_conformance.reference_impls.{}.{}:IMPL"
-    recs = []
-    for fw in ("torch", "jax"):
-        for check in ("parameters", "values", "gradients"):
-            recs.append(_rec("rmsnorm", ref.format(fw, "rmsnorm"), fw, check, "passed",
-                             details={"max_abs_error": 1e-7} if check == "values" else {}))
-        recs.append(_rec("rmsnorm", ref.format(fw, "rmsnorm"), fw, "native", "skipped",
-                         "no native layer", not_applicable=True))
-    recs.append(_rec("centered", "mypkg.layers:Centered", "torch", "parameters", "passed"))
-    recs.append(_rec("centered", "mypkg.layers:Centered", "torch", "values", "failed",
-                     "output: mismatched elements 3 / 32; greatest absolute difference 0.5 at index (0, 1) "
-                     "(got 1.5, expected 1, relative 0.5); allowed rtol=1.3e-06, atol=0.0001",
-                     details={"max_abs_error": 0.5}))
-    recs.append(_rec("centered", "mypkg.layers:Centered", "torch", "serialization", "error",
-                     "cannot load mypkg.layers:Centered: ImportError: boom"))
-    recs.append(_rec("centered", "mypkg.layers:Centered", "torch", "gradients", "failed", "gradient is wrong",
-                     expected=True, expectation={"reason": "upstream bug", "link": "javascript:alert(1)",
-                                                 "where": "expectations.yaml:3"}))
-    recs.append(_rec("centered", "mypkg.layers:Centered", "torch", "values", "skipped",
-                     "cuda unavailable for torch here", device="cuda", unavailable=True))
-    recs.append(_rec("centered", "mypkg.layers:Centered", "torch", "devices", "failed", HOSTILE + SCRIPT_BREAK))
-    recs += list(extra)
-    env = results.environment({"torch": "2.13.0", "jax": "0.4"}, {"torch": ["cpu", "cuda"], "jax": ["cpu"]}, 7,
-                              argv=["pytest", "--framework", "torch", "--impl", HOSTILE])
-    return results.document(recs, env)
-
-
-def sample_baseline():
-    doc = json.loads(json.dumps(sample_doc()))
-    for r in doc["results"]:
-        if r["check"] in ("values", "devices") and r["contract"] == "centered" and r["device"] == "cpu":
-            r.update(outcome="passed", message="")   # these two regressed since
-        if r["check"] == "serialization":
-            r.update(outcome="error")                 # failing before too
-    doc["results"].append(_rec("centered", "mypkg.layers:Centered", "torch", "composition", "passed"))
-    return doc
-
-
-def gated_sample():
-    """sample_doc against sample_baseline with one of each change: values' new failure newly blocks
-    composition, second_order is newly skipped on its own, parameters newly passes."""
-    impl = "mypkg.layers:Centered"
-    doc = sample_doc([
-        _rec("centered", impl, "torch", "composition", "blocked", "not run: blocked by values (the output is wrong)",
-             blocked_by="values"),
-        _rec("centered", impl, "torch", "second_order", "skipped", "torch cannot take this layer's second derivative"),
-    ])
-    base = sample_baseline()
-    base["results"].append(_rec("centered", impl, "torch", "second_order", "passed"))
-    for r in base["results"]:
-        if r["check"] == "parameters" and r["contract"] == "centered":
-            r.update(outcome="failed", message="a parameter is missing")
-    return doc, base
+from tests.support import (HOSTILE, SCRIPT_BREAK, buggy_doc, gated_sample, pytest_run, sample_baseline, sample_doc,
+                           sample_rec)
 
 
 def embedded(html: str) -> dict:
@@ -123,7 +59,7 @@ def test_statuses_numbers_and_repro_commands():
 
 
 def test_repro_quotes_a_user_contract_path():
-    rec = _rec("mine", "pkg.mod:Layer", "torch", "values", "failed")
+    rec = sample_rec("mine", "pkg.mod:Layer", "torch", "values", "failed")
     rec["nodeid"] = "my contracts/mine.yaml::mine[Layer-torch-cpu]::values"
     assert repro_command(rec) == "pytest --contract 'my contracts/mine.yaml' --impl pkg.mod:Layer --framework torch --check values"
 
@@ -156,14 +92,15 @@ def test_the_diff_lists_a_check_newly_blocked_under_its_new_failure():
 
 
 def test_non_finite_numbers_survive_json_parse(tmp_path):
-    doc = sample_doc([_rec("centered", "x:Y", "torch", "values", "failed", "nan", details={"max_abs_error": float("nan")})])
+    doc = sample_doc([sample_rec("centered", "x:Y", "torch", "values", "failed", "nan",
+                                 details={"max_abs_error": float("nan")})])
     data = embedded(write_html(tmp_path / "r.html", doc).read_text())
     assert any(c["numbers"].get("max_abs_error") == "nan" for c in data["checks"])
 
 
 def test_cli_report_and_merge(tmp_path, capsys):
     a = sample_doc()
-    b = results.document([_rec("centered", "m:C", "mxnet", "values", "passed")],
+    b = results.document([sample_rec("centered", "m:C", "mxnet", "values", "passed")],
                          results.environment({"mxnet": "1.9.1"}, {"mxnet": ["cpu"]}, 7))
     (tmp_path / "a.json").write_text(json.dumps(a))
     (tmp_path / "b.json").write_text(json.dumps(b))
@@ -215,18 +152,6 @@ def _cells(data):
     return cells
 
 
-BUGGY_CHECKS = ["parameters", "buffers", "composition", "serialization", "devices", "device_parity", "values",
-                "native", "gradients", "strict_loading", "modes", "properties", "forward_mode", "second_order"]
-
-
-def buggy_doc():
-    """The issue's cell: 7 failed, 1 passed, 6 skipped (read as "FAIL 1/8" before)."""
-    outcomes = ["failed"] * 7 + ["passed"] + ["skipped"] * 6
-    recs = [_rec("rmsnorm", "mypkg.layers:BuggyRMSNorm", "torch", check, outcome, f"{check} is wrong")
-            for check, outcome in zip(BUGGY_CHECKS, outcomes)]
-    return results.document(recs, results.environment({"torch": "2.13.0"}, {"torch": ["cpu"]}, 0))
-
-
 def test_a_cell_names_its_failed_and_passed_counts():
     from layer_conformance.report.html import cell_lines
     (cell,) = _cells(build_data(buggy_doc())).values()
@@ -252,7 +177,6 @@ def test_the_page_draws_cells_with_the_same_words():
 def test_a_dtype_the_contract_adds_is_a_row_of_its_own(tmp_path):
     """A small real run (centered, which declares dtypes, on torch): the bfloat16 checks are a row of their
     own, keyed apart from the cases' own dtype, and their reproduction selects that dtype's target."""
-    from tests.test_plugin import pytest_run
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     proc = pytest_run("--contract", "centered", "--framework", "torch", "--check", "values", "--check",
                       "parameters", "--conformance-json", "out.json", "--conformance-html", "out.html",

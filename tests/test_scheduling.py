@@ -5,6 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from layer_conformance.scheduling import FrameworkGroupScheduling
+from tests.support import ROOT, pytest_run
 
 
 class _Node:
@@ -83,15 +84,9 @@ def test_one_process_runs_framework_by_framework_in_start_order():
     """With -n 0 the checks run framework by framework, quickest import first: one framework's checks run
     while the next framework's executors start (contract-major order made the first contract wait for
     every framework's executors)."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
     from layer_conformance.frameworks import FRAMEWORKS
-    root = Path(__file__).resolve().parent.parent
-    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--collect-only", "-q",
-                           "-n", "0", "--dtype", "float32", "--framework", "torch", "--framework", "tensorflow",
-                           "--framework", "jax"], cwd=root, capture_output=True, text=True, timeout=300)
+    done = pytest_run("--collect-only", "-q", "-n", "0", "--dtype", "float32", "--framework", "torch",
+                      "--framework", "tensorflow", "--framework", "jax", cwd=ROOT, timeout=300)
     from layer_conformance.checks import ALONGSIDE
     ids = [ln for ln in done.stdout.splitlines() if "::" in ln]
     lane = [i.rpartition("::")[2] in ALONGSIDE for i in ids]
@@ -107,16 +102,10 @@ def test_one_process_runs_a_frameworks_fresh_process_checks_after_its_others():
     """With -n 0 the checks that fork fresh processes come last in each framework's run: the zygote they fork
     from starts after the framework's other executors, and the first target's export check waited for its
     import (8 s of JAX's run, measured)."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
     from layer_conformance.checks import FRESH_PROCESS
-    root = Path(__file__).resolve().parent.parent
-    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--collect-only", "-q",
-                           "-n", "0", "--dtype", "float32", "--framework", "torch", "--framework", "jax",
-                           "--check", "values", "--check", "export", "--check", "gradients"],
-                          cwd=root, capture_output=True, text=True, timeout=300)
+    done = pytest_run("--collect-only", "-q", "-n", "0", "--dtype", "float32", "--framework", "torch",
+                      "--framework", "jax", "--check", "values", "--check", "export", "--check", "gradients",
+                      cwd=ROOT, timeout=300)
     ids = [ln for ln in done.stdout.splitlines() if "::" in ln]
     by_framework: dict = {}
     for i in ids:

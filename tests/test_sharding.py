@@ -18,17 +18,12 @@ from pathlib import Path
 import pytest
 
 from layer_conformance.nodeids import parse as parse_nodeid
+from tests.support import ROOT, pytest_command, pytest_run
 
 pytest.importorskip("pytest_split")
 pytest.importorskip("torch")
 
-ROOT = Path(__file__).resolve().parents[1]
 SHARDS = 3
-
-
-def _pytest(*args, timeout=600):
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=timeout)
 
 
 def _harness(*args):
@@ -52,8 +47,8 @@ def unsharded(tmp_path_factory):
     """One unsharded run of the torch matrix, which also stores the durations the shards split by."""
     tmp = tmp_path_factory.mktemp("sharding")
     durations, results = tmp / "durations.json", tmp / "full.json"
-    proc = _pytest("--framework", "torch", "--store-durations", f"--durations-path={durations}",
-                   f"--conformance-json={results}")
+    proc = pytest_run("--framework", "torch", "--store-durations", f"--durations-path={durations}",
+                      f"--conformance-json={results}")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return tmp, durations, results
 
@@ -68,11 +63,12 @@ def test_durations_file_maps_to_conformance_ids(unsharded):
 
 def test_three_shards_merged_equal_the_unsharded_run(unsharded):
     tmp, durations, results = unsharded
-    procs = [subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--framework", "torch",
-                               f"--splits={SHARDS}", f"--group={k}", f"--durations-path={durations}",
-                               f"--conformance-json={tmp / f'results-{k}.json'}",
-                               # one shard also spreads over xdist workers, as `-n auto` in a CI shard would
-                               *(["-n", "2"] if k == 1 else [])],
+    procs = [subprocess.Popen(pytest_command("--framework", "torch", f"--splits={SHARDS}", f"--group={k}",
+                                             f"--durations-path={durations}",
+                                             f"--conformance-json={tmp / f'results-{k}.json'}",
+                                             # one shard also spreads over xdist workers, as `-n auto` in a CI
+                                             # shard would
+                                             *(["-n", "2"] if k == 1 else [])),
                               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for k in range(1, SHARDS + 1)]
     outs = [p.communicate(timeout=600)[0] for p in procs]
@@ -147,11 +143,11 @@ def _workers(output: str) -> dict:
 def test_remote_gateways_keep_ids_and_scheduling(tmp_path):
     pytest.importorskip("tensorflow")
     args = ["--framework", "torch", "--framework", "tensorflow", "--contract", "log1pexp", "--contract", "rmsnorm"]
-    local = _pytest(*args, "-n", "0", f"--conformance-json={tmp_path / 'local.json'}")
+    local = pytest_run(*args, "-n", "0", f"--conformance-json={tmp_path / 'local.json'}")
     assert local.returncode == 0, local.stdout[-3000:]
     # popen gateways are xdist's remote mode run locally: each worker is a fresh interpreter driven by execnet
-    remote = _pytest(*args, "-v", "-d", f"--tx=2*popen//python={sys.executable}",
-                     f"--conformance-json={tmp_path / 'remote.json'}")
+    remote = pytest_run(*args, "-v", "-d", f"--tx=2*popen//python={sys.executable}",
+                        f"--conformance-json={tmp_path / 'remote.json'}")
     assert remote.returncode == 0, remote.stdout[-3000:]
     assert _records(tmp_path / "remote.json") == _records(tmp_path / "local.json")
     workers = _workers(remote.stdout)

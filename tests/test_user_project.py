@@ -6,7 +6,7 @@ import textwrap
 import pytest
 
 from layer_conformance.contract import find_contract
-from tests.test_plugin import USER_LAYER, pytest_run
+from tests.support import USER_LAYER, pytest_run, user_package
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch")
 
@@ -20,11 +20,8 @@ PYPROJECT = textwrap.dedent("""\
 @pytest.fixture
 def project(tmp_path):
     (tmp_path / "pyproject.toml").write_text(PYPROJECT)
-    (tmp_path / "mypkg").mkdir()
-    (tmp_path / "mypkg" / "__init__.py").write_text("")
     # leaves a trace when imported: a run that leaves the checks out must not import the layer (nor torch)
-    (tmp_path / "mypkg" / "layers.py").write_text(
-        "import pathlib\npathlib.Path(__file__).with_name('imported').touch()\n" + USER_LAYER)
+    user_package(tmp_path, "import pathlib\npathlib.Path(__file__).with_name('imported').touch()\n" + USER_LAYER)
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "test_mine.py").write_text("def test_mine():\n    assert sum([1, 2]) == 3\n")
     (tmp_path / "tests" / "test_other.py").write_text("def test_other():\n    assert 'other' == 'other'\n")

@@ -19,81 +19,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import USER_LAYERS
+
 ROOT = Path(__file__).resolve().parent.parent
 
-# a user's RMSNorm in each framework, written the way the README's example expects
-USER_LAYERS = {
-    "torch": '''
-import torch
-from torch import nn
-
-
-class RMSNorm(nn.Module):
-    def __init__(self, d, eps=1e-6):
-        super().__init__()
-        self.eps = eps
-        self.gain = nn.Parameter(torch.ones(d))
-
-    def forward(self, x):
-        return x * torch.rsqrt(x.to(torch.promote_types(x.dtype, torch.float32)).pow(2).mean(-1, keepdim=True) + self.eps).to(x.dtype) * self.gain
-''',
-    "tensorflow": '''
-import keras
-from keras import ops
-
-
-class RMSNorm(keras.layers.Layer):
-    def __init__(self, eps=1e-6, **kwargs):
-        super().__init__(**kwargs)
-        self.eps = eps
-
-    def build(self, shape):
-        self.gain = self.add_weight(name="gain", shape=[shape[-1]], initializer="ones")
-
-    def call(self, x):
-        x32 = ops.cast(x, "float32") if x.dtype in ("float16", "bfloat16") else x
-        rms = ops.rsqrt(ops.mean(x32 ** 2, axis=-1, keepdims=True) + self.eps)
-        return self.gain * ops.cast(x32 * rms, x.dtype)
-''',
-    "jax": '''
-import jax.numpy as jnp
-from flax import nnx
-
-
-class RMSNorm(nnx.Module):
-    def __init__(self, d, eps=1e-6):
-        self.gain = nnx.Param(jnp.ones(d))
-        self.eps = eps
-
-    def __call__(self, x):
-        x32 = x.astype(jnp.float32) if x.dtype in (jnp.float16, jnp.bfloat16) else x
-        return self.gain[...] * (x32 / jnp.sqrt((x32 ** 2).mean(-1, keepdims=True) + self.eps)).astype(x.dtype)
-''',
-    "mxnet": '''
-import numpy as np
-from layer_conformance.adapters.mxnet_shim import apply
-
-apply()  # the README's shim, before importing mxnet
-from mxnet import init
-from mxnet.gluon import nn
-
-
-class RMSNorm(nn.HybridBlock):
-    def __init__(self, d, eps=1e-6, **kwargs):
-        super().__init__(**kwargs)
-        with self.name_scope():
-            self.gain = self.params.get("gain", shape=(d,), init=init.One())
-        self.eps = eps
-
-    def hybrid_forward(self, F, x, gain):
-        # F is mx.nd eagerly and mx.sym once hybridized, where x has no dtype: the layer computes in its
-        # parameters' dtype (Block.cast), the statistic in float32 at least (float16 squares overflow)
-        dtype = np.dtype(self.gain.dtype)
-        x32 = F.cast(x, "float32") if dtype == np.float16 else x
-        y = F.broadcast_div(x32, F.sqrt(F.mean(F.square(x32), axis=-1, keepdims=True) + self.eps))
-        return F.broadcast_mul(gain, F.cast(y, dtype.name))
-''',
-}
 # the default checks a correct layer passes in its cases' own dtype; a framework without the mechanism has the
 # check n/a, for the reason given here (read from the record), and passes every other
 OWN_DTYPE_CHECKS = ("parameters", "serialization", "values", "native", "gradients", "properties", "compiled",

@@ -6,10 +6,6 @@ return the input's dtype, autocast switched off) and bindings of third-party imp
 (tests/zoo/bindings.yaml, pinned in pyproject.toml's `test` extra).
 """
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,8 +14,7 @@ from layer_conformance import adapters
 from layer_conformance.contract import bundled_contracts, load_contract
 from layer_conformance.runner import check_all, context_for, run_check
 from layer_conformance.targets import bundled_impl, resolve_impl
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support import MXNET_PYTHON, ROOT, pytest_run
 
 FIXED_PRECISION = [  # (framework, impl, state_map): each computes its RMSNorm in float32
     ("torch", "tests.zoo.torch_layers:RMSNormUpcast", {"gain": "weight"}),
@@ -126,9 +121,6 @@ def test_strict_loading_runs_without_optional_state_and_records_both_refusals(fr
 THIRD_PARTY = ROOT / "tests" / "zoo" / "bindings.yaml"
 
 
-MXNET_PYTHON = ROOT / ".venv-mxnet" / "bin" / "python"
-
-
 def test_third_party_bindings_pass_every_check(tmp_path):
     """Run as a user would: pytest --bindings, in a fresh process; every check passes or is n/a. The bundled
     rmsnorm reference of every framework runs beside them, and no exception may come from the harness's own code
@@ -150,11 +142,10 @@ def test_third_party_bindings_pass_every_check(tmp_path):
     every = tmp_path / "bindings.yaml"
     every.write_text(yaml.safe_dump(bindings))
     out, harness_errors = tmp_path / "zoo.json", tmp_path / "harness-errors.txt"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", HARNESS_ERRORS_ENV: str(harness_errors)}
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-p", "no:randomly",
-                           "--bindings", str(every), "--conformance-json", str(out)]
-                          + (["--executor-python", f"mxnet={MXNET_PYTHON}"] if with_mxnet else []),
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    env = {"PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", HARNESS_ERRORS_ENV: str(harness_errors)}
+    proc = pytest_run("-q", "-p", "no:randomly", "--bindings", str(every), "--conformance-json", str(out),
+                      *(["--executor-python", f"mxnet={MXNET_PYTHON}"] if with_mxnet else []),
+                      cwd=ROOT, env=env, timeout=900)
     said = harness_errors.read_text() if harness_errors.exists() else ""
     assert not said, f"the harness raised while judging correct layers:\n{said}"
     assert out.exists(), proc.stdout[-4000:] + proc.stderr[-2000:]

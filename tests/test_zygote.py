@@ -13,13 +13,6 @@ from layer_conformance.executor.session import Session
 pytest.importorskip("torch")
 
 
-@pytest.fixture
-def session():
-    s = Session()
-    yield s
-    s.close()
-
-
 def _state(pid):
     try:
         with open(f"/proc/{pid}/status") as f:

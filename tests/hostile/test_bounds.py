@@ -1,24 +1,18 @@
 """Bounds on what a contract may ask of the judge (issue 29, point 9): the drawn inputs' elements per contract and
 per run, the judge's memory while it validates a contract within a stated multiple of them, and the `timeout:`
 ceiling. The public command line, in a subprocess, from a directory of the user's own."""
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 from layer_conformance.contract import CONTRACT_ELEMENTS_PER_INPUT, DEFAULT_MAX_INPUT_ELEMENTS, JUDGE_MEMORY_MULTIPLE, MAX_TIMEOUT
+from tests.support import pytest_run
 
 HOSTILE = Path(__file__).resolve().parents[1] / "hostile_contracts"
 
 
-def _pytest(cwd, *args, env=None):
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-n", "0", *args],
-                          cwd=cwd, capture_output=True, text=True, timeout=600, env=env)
-
-
 def test_eight_float64_inputs_of_4096_squared_are_a_contract_error(tmp_path):
     path = HOSTILE / "eight_big_inputs.yaml"
-    proc = _pytest(tmp_path, "--contract", str(path))
+    proc = pytest_run("-q", "-n", "0", "--contract", str(path), cwd=tmp_path)
     said = proc.stdout + proc.stderr
     assert proc.returncode == 3, said[-3000:]
     limit = CONTRACT_ELEMENTS_PER_INPUT * DEFAULT_MAX_INPUT_ELEMENTS
@@ -53,7 +47,8 @@ def test_the_run_total_is_bounded_too(tmp_path):
     bindings = tmp_path / "bindings.yaml"
     bindings.write_text("- {contract: one.yaml, impl: 'eightref:forward', framework: numpy}\n"
                         "- {contract: two.yaml, impl: 'eightref:forward', framework: numpy}\n")
-    proc = _pytest(tmp_path, "--bindings", str(bindings), "--max-run-elements", "300", "--collect-only")
+    proc = pytest_run("-q", "-n", "0", "--bindings", str(bindings), "--max-run-elements", "300", "--collect-only",
+                      cwd=tmp_path)
     said = proc.stdout + proc.stderr
     assert proc.returncode == 3, said[-3000:]
     assert "two.yaml:3: cases: the contract's drawn inputs total 256 elements, and with the run's other " \
@@ -75,7 +70,7 @@ def _judge_peak(cwd, rows, cols, *limits) -> int:
     """The judge's peak resident memory, in bytes, through planning and validating the eight-input contract."""
     (cwd / "eight.yaml").write_text(_contract(rows, cols))
     (cwd / "bindings.yaml").write_text("- {contract: eight.yaml, impl: 'eightref:forward', framework: numpy}\n")
-    proc = _pytest(cwd, "--bindings", "bindings.yaml", "--collect-only", *limits)
+    proc = pytest_run("-q", "-n", "0", "--bindings", "bindings.yaml", "--collect-only", *limits, cwd=cwd)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     return int((cwd / "peak_kib").read_text()) * 1024
 
@@ -92,8 +87,8 @@ def test_the_judge_memory_during_validation_stays_within_the_stated_multiple(tmp
     # one element more is refused, before anything is drawn
     (tmp_path / "eight.yaml").write_text(_contract(1024, 1024).replace("[1024, 1024]}", "[1024, 1024]}", 7)
                                          .replace("G: {shape: [1024, 1024]", "G: {shape: [1025, 1024]"))
-    proc = _pytest(tmp_path, "--bindings", "bindings.yaml", "--collect-only", "--max-input-elements",
-                   str(2 * per_input), "--max-contract-elements", str(8 * per_input))
+    proc = pytest_run("-q", "-n", "0", "--bindings", "bindings.yaml", "--collect-only", "--max-input-elements",
+                      str(2 * per_input), "--max-contract-elements", str(8 * per_input), cwd=tmp_path)
     assert proc.returncode == 3 and "allowed per contract" in proc.stdout + proc.stderr, proc.stdout[-3000:]
 
 
@@ -101,15 +96,16 @@ def test_a_timeout_above_the_ceiling_is_refused(tmp_path):
     assert MAX_TIMEOUT == 900
     (tmp_path / "eightref.py").write_text(REFERENCE)
     (tmp_path / "slow.yaml").write_text(_contract(4, 8, timeout=901))
-    proc = _pytest(tmp_path, "--contract", "slow.yaml", "--impl", "eightref:forward", "--framework", "torch",
-                   "--collect-only")
+    proc = pytest_run("-q", "-n", "0", "--contract", "slow.yaml", "--impl", "eightref:forward", "--framework", "torch",
+                      "--collect-only", cwd=tmp_path)
     said = proc.stdout + proc.stderr
     assert proc.returncode == 3, said[-3000:]
     assert "slow.yaml:15: timeout: 901 s is longer than the longest timeout, 900 s (15 minutes)" in said, said[-3000:]
-    proc = _pytest(tmp_path, "--contract", "slow.yaml", "--impl", "eightref:forward", "--check-timeout", "901")
+    proc = pytest_run("-q", "-n", "0", "--contract", "slow.yaml", "--impl", "eightref:forward",
+                      "--check-timeout", "901", cwd=tmp_path)
     said = proc.stdout + proc.stderr
     assert proc.returncode == 4 and "at most 900 (15 minutes" in said, said[-3000:]
     (tmp_path / "ok.yaml").write_text(_contract(4, 8, timeout=900))
-    proc = _pytest(tmp_path, "--contract", "ok.yaml", "--impl", "eightref:forward", "--framework", "torch",
-                   "--collect-only")
+    proc = pytest_run("-q", "-n", "0", "--contract", "ok.yaml", "--impl", "eightref:forward", "--framework", "torch",
+                      "--collect-only", cwd=tmp_path)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]

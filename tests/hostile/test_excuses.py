@@ -4,13 +4,11 @@ without ``check``, needs ``--allow-glob-expectations``), and under ``--changed-s
 entry the branch added since the base, before its verdict. Run through the public command line, from a
 user's directory or a temporary git repository."""
 import json
-import os
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import pytest
+
+from tests.support import ROOT, git, pytest_run
 
 pytest.importorskip("torch")
 
@@ -20,11 +18,8 @@ FLAG = "--allow-glob-expectations"
 
 
 def _pytest(cwd, *args):
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
-    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--assert=plain",
-           "--check", "parameters", "--check", "values", "--dtype", "float32", *args]
-    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=300, env=env)
+    proc = pytest_run("-q", "--assert=plain", "--check", "parameters", "--check", "values", "--dtype", "float32",
+                      *args, cwd=cwd, env={"PYTHONPATH": str(ROOT)}, timeout=300)
     return proc, proc.stdout + proc.stderr
 
 
@@ -103,11 +98,6 @@ NEW_ENTRY = ("  - {contract: centered, impl: \"mylayers:Centered\", check: value
              " reason: the offset is on purpose}\n")
 
 
-def _git(repo, *args):
-    return subprocess.run(["git", "-c", "user.email=ci@example.org", "-c", "user.name=ci", *args], cwd=repo,
-                          check=True, capture_output=True, text=True).stdout
-
-
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory):
     """main: a green layer, its binding, and an expectations file with one old entry."""
@@ -117,18 +107,18 @@ def repo(tmp_path_factory):
     (repo / "conformance" / "bindings.yaml").write_text(BINDINGS)
     (repo / "conformance" / "expectations.yaml").write_text("expectations:\n" + OLD_ENTRY)
     (repo / ".gitignore").write_text("out/\n__pycache__/\n")
-    _git(repo, "init", "-q", "-b", "main")
-    _git(repo, "add", ".")
-    _git(repo, "commit", "-qm", "layers")
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "layers")
     return repo
 
 
 def _branch(repo, name, change):
-    _git(repo, "checkout", "-q", "main")
-    _git(repo, "checkout", "-qb", name)
+    git(repo, "checkout", "-q", "main")
+    git(repo, "checkout", "-qb", name)
     change(repo)
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-qm", name)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", name)
 
 
 def _gate(repo, expectations="conformance/expectations.yaml"):

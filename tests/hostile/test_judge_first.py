@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from layer_conformance.contract import bundled_contracts
+from tests.support import pytest_run
 
 HARNESS = Path(__file__).resolve().parents[2] / "harness"
 
@@ -80,8 +81,7 @@ def _pytest(cwd, *args):
     out = cwd / "results.json"
     # --sandbox off: these defences hold without one (a sandbox makes the project read-only, so the layer's
     # writes would fail before the judge's defence is reached)
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-n", "0", "--sandbox", "off",
-                           f"--conformance-json={out}", *args], cwd=cwd, capture_output=True, text=True, timeout=600)
+    proc = pytest_run("-q", "-n", "0", "--sandbox", "off", f"--conformance-json={out}", *args, cwd=cwd, timeout=600)
     records = json.loads(out.read_text())["results"] if out.exists() else []
     return proc, records
 

@@ -19,21 +19,17 @@ from pathlib import Path
 import pytest
 
 from layer_conformance import results
+from tests.support import ROOT, pytest_command
 
 pytest.importorskip("pytest_split")
 pytest.importorskip("torch")
 
-ROOT = Path(__file__).resolve().parents[2]
 EXIT_USAGE = 4   # layer_conformance.cli: a results file that cannot be merged
 # a failing layer: values fails (NaN), gradients is blocked by it, parameters passes; rmsnorm declares no
 # modes, so `modes` is never collected and every shard's file holds its n/a record without an item
 SELECTION = ("--contract", "rmsnorm", "--framework", "torch", "--dtype", "float32",
              "--impl", "tests.hostile.torch_hostile:ReturnsNaN",
              "--check", "values", "--check", "parameters", "--check", "gradients", "--check", "modes")
-
-
-def _pytest_cmd(*args):
-    return [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-n", "0", *args]
 
 
 def _merge(*args):
@@ -58,7 +54,8 @@ def shards(tmp_path_factory):
     """The two shards of one run of SELECTION: (shard 1, shard 2, the one holding the failing record)."""
     tmp = tmp_path_factory.mktemp("merge_plan")
     paths = [tmp / f"shard-{k}.json" for k in (1, 2)]
-    procs = [subprocess.Popen(_pytest_cmd(*SELECTION, "--splits", "2", "--group", str(k), f"--conformance-json={p}"),
+    procs = [subprocess.Popen(pytest_command("-q", "-n", "0", *SELECTION, "--splits", "2", "--group", str(k),
+                                             f"--conformance-json={p}"),
                               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for k, p in zip((1, 2), paths)]
     for k, proc in enumerate(procs, 1):
@@ -119,9 +116,9 @@ def test_a_shard_that_did_not_complete_is_refused(shards, tmp_path):
     bindings = tmp_path / "bindings.yaml"
     bindings.write_text('- {contract: rmsnorm, impl: "layer_conformance.reference_impls.torch.rmsnorm:IMPL"}\n'
                         '- {contract: rmsnorm, impl: "tests.hostile.torch_hostile:Hangs"}\n')
-    proc = subprocess.Popen(_pytest_cmd("--dtype", "float32", f"--bindings={bindings}", "--framework", "torch",
-                                        "--check", "values", "--check", "parameters", "--check-timeout", "120",
-                                        f"--conformance-json={out}"),
+    proc = subprocess.Popen(pytest_command("-q", "-n", "0", "--dtype", "float32", f"--bindings={bindings}",
+                                           "--framework", "torch", "--check", "values", "--check", "parameters",
+                                           "--check-timeout", "120", f"--conformance-json={out}"),
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and not (journal.exists() and journal.read_text().count('"record"') >= 2):

@@ -2,12 +2,12 @@
 (its float64 numbers round to the native torch.nn.RMSNorm's). ``native`` now compares dtypes, as ``values``
 does, and says so in the same words. Run through the public command line, from a user's directory."""
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+
+from tests.support import pytest_run
 
 pytest.importorskip("torch")
 
@@ -34,9 +34,8 @@ PROMOTES = "dtype float64, expected float32 (the output is float64 for float32 i
 
 def _run(cwd: Path, *args):
     (cwd / "mylayers.py").write_text(LAYER)
-    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--assert=plain",
-           "--impl", "mylayers:RMSNorm64", "--dtype", "float32", "--conformance-json", "r.json", *args]
-    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=300)
+    proc = pytest_run("-q", "--assert=plain", "--impl", "mylayers:RMSNorm64", "--dtype", "float32",
+                      "--conformance-json", "r.json", *args, cwd=cwd, timeout=300)
     out = proc.stdout + proc.stderr
     records = {r["check"]: r for r in json.loads((cwd / "r.json").read_text())["results"]} \
         if (cwd / "r.json").exists() else {}

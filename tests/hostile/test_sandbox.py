@@ -7,8 +7,6 @@ every process it can find cannot freeze the judge (§10); the sandbox is recorde
 """
 import json
 import os
-import subprocess
-import sys
 import textwrap
 import time
 from pathlib import Path
@@ -18,6 +16,7 @@ import pytest
 pytest.importorskip("torch")
 
 from layer_conformance.executor import sandbox as sandboxing  # noqa: E402
+from tests.support import pytest_run  # noqa: E402
 
 ROOT = str(Path(__file__).resolve().parents[2])
 PROBLEM = sandboxing.namespaces_problem()
@@ -68,11 +67,9 @@ def run(tmp_path, attack: str, *args, check="values", timeout=240):
     directory: (process, results document or None)."""
     (tmp_path / "evil.py").write_text(LAYER + "\n    def attack(self):\n" + textwrap.indent(textwrap.dedent(attack), " " * 8))
     out = tmp_path / "results.json"
-    env = dict(os.environ, PYTHONPATH=str(tmp_path), EVIL_RESULTS=str(out))
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "0", "--impl", "evil:Layer",
-                           "--contract", "rmsnorm", "--framework", "torch", "--check", check,
-                           "--conformance-json", str(out), *args],
-                          capture_output=True, text=True, timeout=timeout, cwd=tmp_path, env=env)
+    env = {"PYTHONPATH": str(tmp_path), "EVIL_RESULTS": str(out)}
+    proc = pytest_run("-n", "0", "--impl", "evil:Layer", "--contract", "rmsnorm", "--framework", "torch",
+                      "--check", check, "--conformance-json", str(out), *args, cwd=tmp_path, env=env, timeout=timeout)
     return proc, (json.loads(out.read_text()) if out.exists() else None)
 
 
@@ -172,14 +169,13 @@ def test_d_the_sandbox_is_recorded_and_require_fails_where_there_is_none(tmp_pat
     assert "without a sandbox" not in proc.stdout
     # no unshare to be had: require is a usage error, auto runs without one and says so
     (tmp_path / "results.json").unlink()
-    env = dict(os.environ, PYTHONPATH=str(tmp_path), LAYER_CONFORMANCE_UNSHARE="/nonexistent")
-    args = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "0", "--impl", "evil:Layer", "--contract",
-            "rmsnorm", "--framework", "torch", "--check", "values", "--conformance-json", str(tmp_path / "results.json")]
-    required = subprocess.run(args + ["--sandbox", "require"], capture_output=True, text=True, timeout=120,
-                              cwd=tmp_path, env=env)
+    env = {"PYTHONPATH": str(tmp_path), "LAYER_CONFORMANCE_UNSHARE": "/nonexistent"}
+    args = ["-n", "0", "--impl", "evil:Layer", "--contract", "rmsnorm", "--framework", "torch", "--check", "values",
+            "--conformance-json", str(tmp_path / "results.json")]
+    required = pytest_run(*args, "--sandbox", "require", cwd=tmp_path, env=env, timeout=120)
     assert required.returncode == 4, required.stdout[-2000:] + required.stderr[-2000:]
     assert "--sandbox require" in required.stderr and "/nonexistent" in required.stderr
-    off = subprocess.run(args + ["--sandbox", "off"], capture_output=True, text=True, timeout=240, cwd=tmp_path, env=env)
+    off = pytest_run(*args, "--sandbox", "off", cwd=tmp_path, env=env, timeout=240)
     assert off.returncode == 0, off.stdout[-3000:]
     assert json.loads((tmp_path / "results.json").read_text())["environment"]["sandbox"] == "none: --sandbox off"
     assert off.stdout.count("without a sandbox") == 1

@@ -2,10 +2,10 @@
 and a failing check keeps only the last 64 KiB of it. Run through the public command line, from a user's
 directory."""
 import json
-import subprocess
-import sys
 
 import pytest
+
+from tests.support import pytest_run
 
 pytest.importorskip("torch")
 
@@ -35,10 +35,9 @@ class Noisy(nn.Module):
 
 def test_a_stderr_flood_stays_out_of_the_terminal_and_is_cut_to_its_tail(tmp_path):
     (tmp_path / "noisy.py").write_text(LAYER)
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-n", "0",
-                           "--contract", "rmsnorm", "--impl", "noisy:Noisy", "--check", "values",
-                           "--check", "parameters", "--dtype", "float32", "--conformance-json", "r.json"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    proc = pytest_run("-q", "-n", "0", "--contract", "rmsnorm", "--impl", "noisy:Noisy", "--check", "values",
+                      "--check", "parameters", "--dtype", "float32", "--conformance-json", "r.json", cwd=tmp_path,
+                      timeout=600)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out[-3000:]
     assert len(out) < 1_000_000 and "noise noise" not in out, len(out)   # the terminal never sees the flood
