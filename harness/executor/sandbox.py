@@ -46,7 +46,9 @@ mount -n --bind "$shared" /dev/shm/.shared
 n=0
 printf '%s\n' "$kept" | while IFS= read -r k; do
     [ -n "$k" ] || continue
-    n=$((n + 1)); mkdir "/dev/shm/.kept/$n"; mount -n --rbind "$k" "/dev/shm/.kept/$n"
+    n=$((n + 1)); mkdir "/dev/shm/.kept/$n"
+    # a directory that went away since the judge listed /tmp (another program's temporary one) is skipped
+    mount -n --rbind "$k" "/dev/shm/.kept/$n" 2>/dev/null || rmdir "/dev/shm/.kept/$n"
 done
 awk '{print $5}' /proc/self/mountinfo | while read -r m; do
     case "$m" in
@@ -60,7 +62,8 @@ mount -n --move /dev/shm/.shared "$shared"
 n=0
 printf '%s\n' "$kept" | while IFS= read -r k; do
     [ -n "$k" ] || continue
-    n=$((n + 1)); mkdir -p "$k"; mount -n --move "/dev/shm/.kept/$n" "$k"
+    n=$((n + 1)); [ -d "/dev/shm/.kept/$n" ] || continue
+    mkdir -p "$k"; mount -n --move "/dev/shm/.kept/$n" "$k"
 done
 rmdir /dev/shm/.kept/* /dev/shm/.kept /dev/shm/.shared 2>/dev/null || true
 export TMPDIR=/tmp
