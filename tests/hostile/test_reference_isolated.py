@@ -5,12 +5,11 @@ copy in its own process. Through the public command line, from a user's director
 and without a sandbox).
 """
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.support import pytest_run
 
 pytest.importorskip("torch")
 
@@ -69,11 +68,8 @@ def test_a_user_reference_cannot_rewrite_another_contracts_reference(tmp_path):
     (tmp_path / "broken.py").write_text(BROKEN)
     (tmp_path / "bindings.yaml").write_text(BINDINGS)
     out = tmp_path / "results.json"
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "0", "--bindings",
-                           "bindings.yaml", "--check", "values", "--dtype", "float32",
-                           "--conformance-json", str(out)],
-                          capture_output=True, text=True, timeout=300, cwd=tmp_path,
-                          env=dict(os.environ, PYTHONPATH=str(tmp_path)))
+    proc = pytest_run("-n", "0", "--bindings", "bindings.yaml", "--check", "values", "--dtype", "float32",
+                      "--conformance-json", str(out), cwd=tmp_path, env={"PYTHONPATH": str(tmp_path)}, timeout=300)
     assert out.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
     outcome = {(r["contract"], r["impl"].rpartition(":")[2]): r["outcome"]
                for r in json.loads(out.read_text())["results"] if r["check"] == "values"}

@@ -5,11 +5,10 @@ so the broken one fails. Run through the public command line from a user's direc
 machine allows (CI runs tests/hostile again without one: the defence does not need it).
 """
 import json
-import os
-import subprocess
-import sys
 
 import pytest
+
+from tests.support import pytest_run
 
 pytest.importorskip("torch")
 
@@ -66,11 +65,8 @@ def _run(tmp_path, *args):
     (tmp_path / "b_broken.py").write_text(BROKEN)
     (tmp_path / "bindings.yaml").write_text(BINDINGS)
     out = tmp_path / "results.json"
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "0", "--bindings",
-                           "bindings.yaml", "--check", "values", "--dtype", "float32",
-                           "--conformance-json", str(out), *args],
-                          capture_output=True, text=True, timeout=300, cwd=tmp_path,
-                          env=dict(os.environ, PYTHONPATH=str(tmp_path)))
+    proc = pytest_run("-n", "0", "--bindings", "bindings.yaml", "--check", "values", "--dtype", "float32",
+                      "--conformance-json", str(out), *args, cwd=tmp_path, env={"PYTHONPATH": str(tmp_path)}, timeout=300)
     assert out.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
     outcome = {r["impl"].split(":")[0]: r["outcome"] for r in json.loads(out.read_text())["results"]
                if r["check"] == "values" and r.get("dtype") in (None, "float32")}
