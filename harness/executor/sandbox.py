@@ -63,7 +63,9 @@ n=0
 printf '%s\n' "$kept" | while IFS= read -r k; do
     [ -n "$k" ] || continue
     n=$((n + 1)); [ -d "/dev/shm/.kept/$n" ] || continue
-    mkdir -p "$k"; mount -n --move "/dev/shm/.kept/$n" "$k"
+    # a directory deleted since it was bound cannot be moved (ENOENT): it is dropped, not the executor's start
+    mkdir -p "$k" 2>/dev/null && mount -n --move "/dev/shm/.kept/$n" "$k" 2>/dev/null ||
+        umount -n -l "/dev/shm/.kept/$n" 2>/dev/null || true
 done
 rmdir /dev/shm/.kept/* /dev/shm/.kept /dev/shm/.shared 2>/dev/null || true
 export TMPDIR=/tmp

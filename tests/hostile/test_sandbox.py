@@ -194,3 +194,29 @@ def test_e_the_project_is_read_only_to_the_layer(tmp_path):
     import torch
     assert not (tmp_path / "pwned").exists() and not (tmp_path / "pwned-cwd").exists()
     assert not (Path(torch.__file__).parent / "pwned").exists()
+
+
+@needs_sandbox
+def test_f_a_tmp_directory_gone_while_the_sandbox_is_made_does_not_end_the_executor(tmp_path):
+    """Another program's /tmp directory (chromium's, pip's) can vanish between the judge's listing, the bind
+    and the move into the private /tmp; that directory is dropped, and the executor still starts. The move's
+    ENOENT is made to happen every time by a ``mount`` in front of the real one on PATH."""
+    import shutil
+    import subprocess
+    real = shutil.which("mount")
+    doomed = tmp_path / "doomed"
+    doomed.mkdir()
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    marker = os.path.join(sandboxing.shared_dir(), f"doomed-move-{os.getpid()}")
+    (fake / "mount").write_text(f'#!/bin/sh\ncase "$*" in *--move*{doomed}*) : > {marker}; echo "mount: {doomed}: '
+                                f'mount(2) system call failed: No such file or directory." >&2; exit 32;; esac\n'
+                                f'exec {real} "$@"\n')
+    (fake / "mount").chmod(0o755)
+    # the fake is moved back into the private /tmp first, so that it is on PATH again for the doomed move
+    kept = [str(fake), str(doomed), str(tmp_path / "never-there")]
+    command = sandboxing._prefix(sandboxing._unshare(), sandboxing.shared_dir(), True, kept) + ["sh", "-c", "echo started"]
+    env = dict(os.environ, PATH=f"{fake}:{os.environ['PATH']}")
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 0 and done.stdout.strip() == "started", done.stderr
+    assert os.path.exists(marker), "the failing move was never tried"
