@@ -9,9 +9,10 @@ or ``--baseline``, gives the verdict a single run would have given: the shards o
 gated together here, since each shard alone sees only part of the matrix. It merges only files that
 cover their plan and are as their run wrote them (``layer_conformance.results.check_document``), each once.
 
-Exit codes: 0 done (gated: conformant, or no regressions), 1 gated: failures or regressions,
-4 usage error (bad arguments; unreadable or conflicting results files; for ``merge``, a file whose run did
-not complete its plan, that was edited after its run, or that is given twice).
+Exit codes (``layer_conformance.exitcodes``): 0 done (gated: conformant, or no regressions), 1 gated:
+failures or regressions (``layer_conformance.verdict``'s verdict, as in a pytest run), 4 usage error (bad
+arguments; unreadable or conflicting results files; for ``merge``, a file whose run did not complete its
+plan, that was edited after its run, or that is given twice).
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import argparse
 import sys
 from pathlib import Path
 
-EXIT_USAGE = 4
+from .exitcodes import EXIT_OK, EXIT_USAGE
 
 
 class _Parser(argparse.ArgumentParser):
@@ -56,40 +57,36 @@ def _report(args) -> int:
 
 def _merge(args) -> int:
     from . import results
+    from .verdict import verdict
     doc = _load_all(args.results, merge=True)
     baseline = results.load(args.baseline) if args.baseline else None
     out = Path(args.output)
     results.write_document(out, doc)   # written before the verdict: results are never lost
     print(f"merged {len(args.results)} file(s), {len(doc['results'])} records: {out}")
-    records = doc["results"]
-    comparison = results.compare(baseline["results"], records) if baseline else None
+    # the shards' records carry the excuses their runs' expectations gave; each file covered its plan (merge)
+    judged = verdict(doc["results"], baseline=baseline["results"] if baseline else None,
+                     strict=args.strict_expectations)
+    comparison = judged.comparison
     if args.html:
         from .report import write_html
         path = write_html(args.html, doc, baseline=baseline, comparison=comparison, baseline_name=args.baseline)
         print(f"conformance html: {path}")
     if not (args.gate or baseline):
-        return 0
+        return EXIT_OK
     if comparison is not None:
         # every baseline check counts: a shard whose results are missing shows as checks no longer run
         print(f"baseline {args.baseline}: {comparison.summary()}")
-        failing = comparison.regressions
-        for r in failing:
-            was = "passed in the baseline, not run now" if r in comparison.disappeared else r.outcome
+        for r in judged.failing:
+            was = f"{r.outcome} in the baseline, not run now" if r in comparison.disappeared else r.outcome
             print(f"  REGRESSION: {r.describe()}: {was}")
     else:
-        failing = [r for r in records if r.failing and not r.expected]
-        for r in failing:
+        for r in judged.failing:
             print(f"  {r.outcome.upper()}: {r.describe()}")
-    xpassed = [r for r in records if r.unexpectedly_passed] if args.strict_expectations else []
-    for r in xpassed:
+    for r in judged.xpassed if judged.strict else ():
         print(f"  XPASS(strict): {r.describe()}: expected to fail, now passes")
-    if failing or xpassed:
-        what = "regression(s) against the baseline" if comparison is not None else "failing check(s)"
-        print(f"gate: {len(failing)} {what}" + (f", {len(xpassed)} expected failure(s) now passing" if xpassed else "")
-              + " (exit 1)")
-        return 1
-    print("gate: passed" + (" (no regressions against the baseline)" if comparison is not None else ""))
-    return 0
+    for text, _ in judged.lines():
+        print(text)
+    return int(judged.exit_code)
 
 
 def _summary(args) -> int:

@@ -22,7 +22,7 @@ from .contract import (CONTRACT_ELEMENTS_PER_INPUT, DEFAULT_MAX_INPUT_ELEMENTS, 
                        MAX_INPUT_ELEMENTS_ENV, MAX_RUN_ELEMENTS_ENV, MAX_TIMEOUT, RUN_ELEMENTS_PER_INPUT,
                        ContractError, ContractNotFound, ElementBudget, input_element_limit, load_contract)
 
-EXIT_CONTRACT_ERROR = 3  # pytest's own: 0 ok, 1 failures, 2 interrupted, 4 usage error, 5 nothing collected
+from .exitcodes import EXIT_CONTRACT_ERROR  # every exit code's number is defined there
 
 
 def pytest_addoption(parser):

@@ -1,6 +1,6 @@
-"""The gate's pytest hooks: expectations applied to the records, the baseline compared, the exit
-status decided, the HTML report written. The conformance plugin's run is read through its public
-accessors (``layer_conformance.plugin.current_run``, ``layer_conformance.plugin.option``)."""
+"""The gate's pytest hooks: the verdict asked (``layer_conformance.verdict``: expectations, baseline, exit
+status) and said, the expectations file rewritten, the HTML report written. The conformance plugin's run is
+read through its public accessors (``layer_conformance.plugin.current_run``, ``layer_conformance.plugin.option``)."""
 from __future__ import annotations
 
 import os
@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from .. import results
+from ..exitcodes import EXIT_FAILED, EXIT_OK
 from ..plugin import current_run, option
 from ..record import Record
-from .expectations import (Expectation, ExpectationsError, added_since, annotate, expectations_at, first_line,
-                           load_expectations, stale_expectations, updated_expectations, write_expectations)
-
-EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_CONTRACT, EXIT_USAGE = 0, 1, 2, 3, 4
+from ..verdict import Verdict, excuse, verdict
+from .expectations import (Expectation, ExpectationsError, added_since, expectations_at, first_line,
+                           load_expectations, updated_expectations, write_expectations)
 
 
 class Gate:
@@ -93,9 +93,10 @@ def pytest_runtest_makereport(item, call):
     gate = item.config.stash.get(_GATE_KEY, None)
     if record is None or gate is None or not gate.expectations or call.when != "call":
         return report
-    what = annotate(record, gate.expectations)
-    note = record.expectation or {}
-    reason = "; ".join(filter(None, [note.get("reason"), note.get("link")]))
+    # the report is shown as the entry says (x, X); the record stays as the check left it: the verdict applies
+    # the entries to every record at the end (layer_conformance.verdict), those of crashed checks included
+    what, exp = excuse(record, gate.expectations) or (None, None)
+    reason = "; ".join(filter(None, [exp.reason, exp.link])) if exp is not None else ""
     if what == "expected" and report.failed:
         report.outcome = "skipped"   # pytest's own xfail: shown as 'x', counted as xfailed
         report.wasxfail = reason
@@ -205,71 +206,42 @@ def _environment(run):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session, exitstatus):
-    # tryfirst: the records are annotated before the conformance plugin writes the results file
+    # tryfirst: the conformance plugin writes the results file (trylast) from the run's records, which hold the
+    # verdict's excused copies by then
     config = session.config
     gate, run = config.stash.get(_GATE_KEY, None), current_run(config)
     if gate is None or run is None or _is_worker(config):
         return
     say = gate.lines.append
-    records = run.results
     selection = getattr(run.targets, "selection", None)
     if selection is not None:
         _selection_lines(selection, say)
     rev = config.getoption("changed_since")
     if rev and gate.expectations_path:
         _added_lines(gate, rev, selection, say)
-    if gate.expectations:
-        for r in records:
-            if r.expectation is None:
-                annotate(r, gate.expectations)   # records that never went through makereport (lost checks)
-        n_expected = sum(r.expected for r in records)
-        xpassed = [r for r in records if r.unexpectedly_passed]
-        say((f"expectations {gate.expectations_path}: {n_expected} expected failure(s) (xfail), "
-             f"{len(xpassed)} expected failure(s) now passing", {}))
-        for r in xpassed:
-            say((f"  now passing: {r.describe()} (expected to fail: {r.expectation.get('where')}"
-                 f"{'; fails the run under --strict-expectations' if gate.strict else ''})", {"yellow": True}))
-        nothing, not_failing = stale_expectations(gate.expectations, records)
-        # --changed-since left the untouched bindings out on purpose: an entry about one is not stale
-        nothing = [e for e in nothing if not any(e.could_match(contract=names, impl=impl)
-                                                 for impl, names in _untouched(run, config))]
-        for e, what in [(e, "matches no check in this run") for e in nothing] + \
-                       [(e, "no longer fails (its checks pass or are skipped)") for e in not_failing]:
-            fields = ", ".join(f"{k}={v}" for k, v in e.patterns.items())
-            say((f"  {'error' if gate.strict else 'warning'}: {e.where}: the entry for {fields} {what}",
-                 {"red" if gate.strict else "yellow": True}))
-        gate.stale = nothing + not_failing
-    else:
-        xpassed = []
+    recorded, counts = [], None
     if gate.update:
-        entries, counts = updated_expectations(gate.expectations, records, config.rootpath)
+        entries, counts = updated_expectations(gate.expectations, run.results, config.rootpath)
         write_expectations(gate.expectations_path, entries)
-        say((f"updated {gate.expectations_path}: {len(entries)} entries ({counts['kept']} kept, "
-             f"{counts['dropped']} dropped as now passing, {counts['added']} added)", {}))
         # the run's purpose is done once every failure is recorded: they are the file's expected failures now
-        written = load_expectations(gate.expectations_path, gate.allow_glob)
-        for r in records:
-            if r.failing and not r.expected:
-                annotate(r, written)
+        recorded = load_expectations(gate.expectations_path, gate.allow_glob)
+    # a --changed-since run that selected nothing collects nothing (pytest's 5); it is still gated:
+    # against the baseline (a removed binding), and its summary says why nothing was selected
+    nothing_selected = (selection is not None and not run.targets
+                        and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED)
+    judged = _verdict(gate, run, config, recorded)
+    # the records keep their places; where an entry excuses one, its copy carrying the entry takes the place
+    run.results[:] = judged.records
+    records = list(judged.records)
+    gate.comparison, gate.stale = judged.comparison, list(judged.stale)
+    if gate.expectations:
+        _expectations_lines(gate, judged, say)
+    if gate.update:
+        say((f"updated {gate.expectations_path}: {counts['kept'] + counts['added']} entries ({counts['kept']} kept, "
+             f"{counts['dropped']} dropped as now passing, {counts['added']} added)", {}))
         say(("gate: this run's failures are recorded as expected; they do not fail it", {}))
-    if gate.baseline is not None:
-        gate.comparison = results.compare(gate.baseline["results"], records, _scope(run, config))
-        say((f"baseline {gate.baseline_path}: {gate.comparison.summary()}", {"bold": True}))
-        for old, new in gate.comparison.newly_failing:
-            tag = "expected" if new.expected else "REGRESSION"
-            was = f"{old.outcome} -> {new.outcome}" if old else f"{new.outcome} (not in the baseline)"
-            # the root failure whole: its hint, at the end, says what to do
-            say((f"  {tag}: {new.describe()}: {was}: {first_line(new.message, limit=None)}",
-                 {"red": tag == "REGRESSION", "yellow": tag != "REGRESSION"}))
-            for _, blocked in gate.comparison.blocked_under(new):
-                say((f"    newly blocked by it: {blocked.describe()}: passed -> blocked", {}))
-        for old, new in gate.comparison.newly_skipped:
-            say((f"  REGRESSION: {new.describe()}: passed -> {new.outcome}: {first_line(new.message)}",
-                 {"red": True}))
-        for old in gate.comparison.disappeared:
-            say((f"  REGRESSION: {old.describe()}: {old.outcome} in the baseline, not run now", {"red": True}))
-        for old, new in gate.comparison.newly_passing:
-            say((f"  fixed: {new.describe()}: {old.outcome} -> passed", {"green": True}))
+    if gate.comparison is not None:
+        _baseline_lines(gate, say)
     if gate.html_path:
         def write_report(records=records):  # after the results file, which a failing report never costs
             from ..report import write_html
@@ -278,37 +250,64 @@ def pytest_sessionfinish(session, exitstatus):
                        baseline_name=gate.baseline_path)
             say((f"conformance html: {os.path.abspath(gate.html_path)}", {}))
         run.reports.append(("--conformance-html", gate.html_path, write_report))
-
-    # a --changed-since run that selected nothing collects nothing (pytest's 5); it is still gated:
-    # against the baseline (a removed binding), and its summary says why nothing was selected
-    nothing_selected = (selection is not None and not run.targets
-                        and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED)
+    # pytest's own status stands where it is no 0 or 1 (interrupted, a broken contract, a usage error)
     if session.exitstatus in (EXIT_OK, EXIT_FAILED) or nothing_selected:
-        session.exitstatus = _verdict(gate, records, xpassed, say)
-        if nothing_selected and session.exitstatus == EXIT_OK:
+        session.exitstatus = int(judged.exit_code)
+        if nothing_selected and judged.passed:
             say(("gate: no layer to check: exit 0 (the lines above say why no changed file selects a binding)",
                  {"green": True}))
+        elif gate.lines:   # a plain run (no gate option) keeps pytest's own summary
+            for line in judged.lines():
+                say(line)
 
 
-def _verdict(gate, records, xpassed, say) -> int:
-    """0 or 1 from the records: pytest's own count cannot see expectations applied after the fact
-    (a check whose worker crashed) nor a baseline."""
-    other = gate.failed_nodeids - {r.nodeid for r in records}   # the user's own tests, if any
-    strict = (xpassed + gate.stale) if gate.strict else []
-    if gate.strict and gate.stale:
-        n = len(gate.stale)
-        say((f"--strict-expectations: {n} stale expectations entr{'y' if n == 1 else 'ies'}: remove or "
-             f"narrow {'it' if n == 1 else 'them'} (exit 1)", {"red": True}))
-    if gate.baseline is not None:
-        failing = gate.comparison.regressions
-        if failing:
-            say((f"gate: {len(failing)} regression(s) against the baseline (exit 1)", {"red": True}))
-        elif any(r.failing for r in records):
-            say(("gate: no regressions against the baseline (what fails was failing before, or is expected)",
-                 {"green": True}))
-    else:
-        failing = [r for r in records if r.failing and not r.expected]
-    return EXIT_FAILED if (failing or other or strict) else EXIT_OK
+def _verdict(gate, run, config, recorded=()) -> Verdict:
+    """The verdict (``layer_conformance.verdict``) on this run: pytest's own count cannot see expectations
+    applied to a check whose worker crashed, nor a baseline."""
+    untouched = _untouched(run, config)
+    # --collect-only runs nothing: its plan is not for this run to complete
+    planned = None if config.option.collectonly else run.planned
+    return verdict(run.results, planned, expectations=gate.expectations,
+                   baseline=gate.baseline["results"] if gate.baseline is not None else None,
+                   strict=gate.strict, in_scope=_scope(run, config) if gate.baseline is not None else None,
+                   other_failures=gate.failed_nodeids, recorded=recorded,
+                   # --changed-since left the untouched bindings out on purpose: an entry about one is not stale
+                   left_out=lambda e: any(e.could_match(contract=names, impl=impl) for impl, names in untouched))
+
+
+def _expectations_lines(gate, judged: Verdict, say) -> None:
+    n_expected = len(judged.excused) - len(judged.recorded)
+    say((f"expectations {gate.expectations_path}: {n_expected} expected failure(s) (xfail), "
+         f"{len(judged.xpassed)} expected failure(s) now passing", {}))
+    for r in judged.xpassed:
+        say((f"  now passing: {r.describe()} (expected to fail: {r.expectation.get('where')}"
+             f"{'; fails the run under --strict-expectations' if gate.strict else ''})", {"yellow": True}))
+    nothing = [e for e in judged.stale if not any(e.matches(r) for r in judged.records)]
+    for e in judged.stale:
+        what = "matches no check in this run" if e in nothing else "no longer fails (its checks pass or are skipped)"
+        fields = ", ".join(f"{k}={v}" for k, v in e.patterns.items())
+        say((f"  {'error' if gate.strict else 'warning'}: {e.where}: the entry for {fields} {what}",
+             {"red" if gate.strict else "yellow": True}))
+
+
+def _baseline_lines(gate, say) -> None:
+    comparison = gate.comparison
+    say((f"baseline {gate.baseline_path}: {comparison.summary()}", {"bold": True}))
+    for old, new in comparison.newly_failing:
+        tag = "expected" if new.expected else "REGRESSION"
+        was = f"{old.outcome} -> {new.outcome}" if old else f"{new.outcome} (not in the baseline)"
+        # the root failure whole: its hint, at the end, says what to do
+        say((f"  {tag}: {new.describe()}: {was}: {first_line(new.message, limit=None)}",
+             {"red": tag == "REGRESSION", "yellow": tag != "REGRESSION"}))
+        for _, blocked in comparison.blocked_under(new):
+            say((f"    newly blocked by it: {blocked.describe()}: passed -> blocked", {}))
+    for old, new in comparison.newly_skipped:
+        say((f"  REGRESSION: {new.describe()}: passed -> {new.outcome}: {first_line(new.message)}",
+             {"red": True}))
+    for old in comparison.disappeared:
+        say((f"  REGRESSION: {old.describe()}: {old.outcome} in the baseline, not run now", {"red": True}))
+    for old, new in comparison.newly_passing:
+        say((f"  fixed: {new.describe()}: {old.outcome} -> passed", {"green": True}))
 
 
 @pytest.hookimpl(trylast=True)

@@ -1,0 +1,151 @@
+"""The gate's verdict: one pure function from a run's records (with the expectations, the baseline and the
+plan) to the exit code and the lines that say why. The pytest run (``layer_conformance.gate.hooks``) and
+``python -m layer_conformance merge --gate`` (``layer_conformance.cli``) both ask it, so that shards merged
+are judged as the one run they split. No pytest and no I/O here: the callers read the files and print.
+
+Applying the expectations lives here too, as a function that returns new records: a check's record is final
+once the check reports, and the excuse an entry gives it is new data (``excused``), not an edit.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from .exitcodes import ExitCode
+from .record import Record, as_records
+from .results import Comparison, compare
+
+
+def expectation_for(expectations, record: Record):
+    """The entry that covers this record's outcome, else the first that matches it at all (None: no entry)."""
+    matching = [e for e in expectations if e.matches(record)]
+    covering = [e for e in matching if record.outcome in e.outcomes]
+    return (covering or matching or [None])[0]
+
+
+def excuse(record: Record, expectations) -> tuple | None:
+    """What the entries say of this record's outcome, reading the record only: ("expected", entry) for a
+    failure an entry covers, ("unexpectedly_passed", entry) for a pass an entry expected to fail, else None."""
+    exp = expectation_for(expectations, record)
+    if exp is None:
+        return None
+    if record.outcome in exp.outcomes:
+        return "expected", exp
+    if record.outcome == "passed":
+        return "unexpectedly_passed", exp
+    return None
+
+
+def excused(record: Record, expectations) -> Record:
+    """The record as the entries see it: a copy carrying the entry (``expected`` or ``unexpectedly_passed``,
+    and ``expectation``: reason, link, where); the record itself where no entry speaks of it or where it
+    already carries one (the run that wrote it applied its own file)."""
+    said = None if record.expectation is not None else excuse(record, expectations)
+    if said is None:
+        return record
+    what, exp = said
+    return dataclasses.replace(record, **{what: True}, expectation=exp.as_record_note(), extra=dict(record.extra))
+
+
+def apply_expectations(records, expectations) -> list[Record]:
+    """``excused`` of each record (``Record`` or its JSON form), in order; the records given are unchanged."""
+    return [excused(r, expectations) for r in as_records(records)]
+
+
+def stale_expectations(expectations, records) -> tuple[list, list]:
+    """(entries matching no check of these records, entries whose checks ran and none fails as expected)."""
+    records = as_records(records)
+    nothing, not_failing = [], []
+    for e in expectations:
+        mine = [r for r in records if e.matches(r)]
+        if not mine:
+            nothing.append(e)
+        elif not any(r.outcome in e.outcomes for r in mine):
+            not_failing.append(e)
+    return nothing, not_failing
+
+
+@dataclass(frozen=True)
+class Verdict:
+    exit_code: ExitCode
+    headline: str                  # the gate's last line, e.g. "gate: 1 failing check(s) (exit 1)"
+    records: tuple                 # the records with the expectations applied (new copies where an entry spoke)
+    failing: tuple                 # what fails it: failures no entry covers, or regressions against the baseline
+    excused: tuple                 # failing checks an expectations entry covers
+    xpassed: tuple                 # checks an entry expected to fail that passed
+    stale: tuple                   # entries matching no check, or whose checks no longer fail
+    missing: tuple                 # node ids of planned checks without a record
+    recorded: tuple                # failures excused by the entries --update-expectations wrote in this run
+    other: tuple                   # node ids of failed tests that are no conformance check
+    comparison: Comparison | None  # against the baseline, where one was given
+    strict: bool = False           # --strict-expectations: xpassed and stale fail it
+
+    @property
+    def passed(self) -> bool:
+        return self.exit_code == ExitCode.OK
+
+    def lines(self) -> list[tuple[str, dict]]:
+        """What to print last, as (text, terminal markup): the strict entries' count, then the headline."""
+        out = []
+        if self.strict and self.stale:
+            n = len(self.stale)
+            out.append((f"--strict-expectations: {n} stale expectations entr{'y' if n == 1 else 'ies'}: remove or "
+                        f"narrow {'it' if n == 1 else 'them'} (exit 1)", {"red": True}))
+        out.append((self.headline, {"green": True} if self.passed else {"red": True}))
+        return out
+
+
+def verdict(records, planned=None, expectations=(), baseline=None, *, strict=False, in_scope=None,
+            interrupted=None, other_failures=(), recorded=(), left_out=None) -> Verdict:
+    """The verdict on ``records`` (``Record`` or their JSON form).
+
+    planned: the node ids the run planned (None: not known here; ``merge`` has checked each file's plan); one
+      without a record fails the run, which did not complete its plan.
+    expectations: the entries of the expectations file, applied to every record that carries none yet.
+    baseline: the baseline's records: then only regressions fail it (``Comparison.regressions``), and
+      ``in_scope(old_record)`` says which baseline checks this run was asked to run.
+    strict: an expected failure that passes, and a stale entry, fail it.
+    interrupted: why the run stopped early (truthy): no verdict on what it did, exit 2.
+    other_failures: node ids of failed tests that are not conformance checks (the user's own tests).
+    recorded: entries --update-expectations wrote in this run: they excuse what is still unexcused, and are
+      not judged stale. left_out(entry): an entry about what the run left out on purpose, not stale.
+    """
+    first = apply_expectations(records, expectations)
+    # an entry written for a failure excuses that failure only (an entry without dtype matches every dtype)
+    records = [excused(r, recorded) if r.failing else r for r in first]
+    recorded_ = tuple(r for r, was in zip(records, first) if r is not was)
+    nothing, not_failing = stale_expectations(expectations, records)
+    if left_out is not None:
+        nothing = [e for e in nothing if not left_out(e)]
+    stale = tuple(nothing + not_failing)
+    xpassed = tuple(r for r in records if r.unexpectedly_passed)
+    excused_ = tuple(r for r in records if r.failing and r.expected)
+    comparison = compare(baseline, records, in_scope) if baseline is not None else None
+    failing = tuple(comparison.regressions if comparison is not None
+                    else [r for r in records if r.failing and not r.expected])
+    done = {r.nodeid for r in records}
+    missing = tuple(n for n in (planned or ()) if n not in done)
+    other = tuple(sorted(set(other_failures) - done))
+    parts = []
+    if failing:
+        parts.append(f"{len(failing)} regression(s) against the baseline" if comparison is not None
+                     else f"{len(failing)} failing check(s)")
+    if strict and xpassed:
+        parts.append(f"{len(xpassed)} expected failure(s) now passing")
+    if strict and stale:
+        parts.append(f"{len(stale)} stale expectations entr{'y' if len(stale) == 1 else 'ies'}")
+    if other:
+        parts.append(f"{len(other)} other failing test(s)")
+    if missing:
+        parts.append(f"{len(missing)} planned check(s) without a result")
+    if interrupted:
+        why = f" ({interrupted})" if isinstance(interrupted, str) else ""
+        code, headline = ExitCode.INTERRUPTED, f"gate: interrupted{why}: no verdict (exit 2)"
+    elif parts:
+        code, headline = ExitCode.FAILED, f"gate: {', '.join(parts)} (exit 1)"
+    else:
+        code = ExitCode.OK
+        headline = "gate: passed" + (" (no regressions against the baseline)" if comparison is not None else "")
+    return Verdict(exit_code=code, headline=headline, records=tuple(records), failing=failing, excused=excused_,
+                   xpassed=xpassed, stale=stale, missing=missing, recorded=recorded_, other=other,
+                   comparison=comparison, strict=strict)
