@@ -21,9 +21,8 @@ It prints:
               and a --bindings file in a temporary directory), wall time of the whole command and the
               time pytest itself reports, against the same command with one target (startup);
   gradients   layer_conformance.runner.run_check(ctx, "gradients") as the input grows from 8 to 8,192 elements;
-  boundary    the per-check cost of the process boundary: every check of one bundled contract run in
-              this process (the layer imported here) and through executors (the layer in another
-              process), side by side, warm, best of 3.
+  boundary    the per-check cost of the process boundary: every check of one bundled contract through
+              executors, warm, best of 3; the round trips per check, and one empty round trip's cost.
 
 Timings are wall-clock on a shared machine: run it on an idle one, and read differences below ~10 %
 as noise.
@@ -31,6 +30,7 @@ as noise.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -238,19 +238,20 @@ def collection(n_checks: int, framework: str) -> list[dict]:
 
 def gradient_scaling(framework: str, sizes=(8, 64, 512, 4096, 8192), repeats=3) -> list[dict]:
     from layer_conformance.contract import bundled_contracts, load_contract
+    from layer_conformance.executor import Session
     from layer_conformance.runner import context_for, run_check
-    from layer_conformance.targets import bundled_impl, resolve_impl
+    from layer_conformance.targets import bundled_impl
     base = bundled_contracts()["rmsnorm"].read_text()
-    impl = resolve_impl(bundled_impl(framework, "rmsnorm"))
+    impl = bundled_impl(framework, "rmsnorm")
     rows = []
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, contextlib.closing(Session()) as session:
         for n in sizes:
             rows_n = max(1, n // 8)  # rmsnorm's d is 8: [n/8, d] holds n elements
             text = re.sub(r"cases:.*?\nstate:", "cases:\n  - name: sized\n    inputs:\n"
                           f"      X: {{shape: [{rows_n}, d], dtype: float32, draw: normal}}\nstate:", base, flags=re.S)
             path = Path(tmp) / f"rms_{n}.yaml"
             path.write_text(text)
-            ctx = context_for(load_contract(path), impl, framework)
+            ctx = context_for(load_contract(path), impl, framework, session=session)
             run_check(ctx, "gradients")  # warm-up: first-call costs (tracing, allocation) are not scaling
             times = []
             for _ in range(repeats):
@@ -262,29 +263,45 @@ def gradient_scaling(framework: str, sizes=(8, 64, 512, 4096, 8192), repeats=3) 
 
 
 def boundary(framework: str, contract: str = "rmsnorm", repeats=3) -> dict:
+    """Every check of one bundled contract through executors, warm: the time per check, the round trips per
+    check, and what one round trip costs on its own (an empty request to the layer's executor)."""
     from layer_conformance.checks import CHECKS
     from layer_conformance.contract import bundled_contracts, load_contract
     from layer_conformance.executor import Session
+    from layer_conformance.executor.client import Executor
     from layer_conformance.runner import context_for, run_check
-    from layer_conformance.targets import bundled_impl, resolve_impl
+    from layer_conformance.targets import bundled_impl
     c = load_contract(bundled_contracts()[contract])
     spec = bundled_impl(framework, contract)
     session = Session()
-    out = {}
+    trips = [0]
+    plain = Executor._request
+
+    def counted(self, op, **args):
+        trips[0] += 1
+        return plain(self, op, **args)
+    Executor._request = counted
     try:
-        for label, make in (("in-process", lambda: context_for(c, resolve_impl(spec), framework)),
-                            ("executor", lambda: context_for(c, spec, framework, session=session))):
-            for check in CHECKS:
-                run_check(make(), check)  # warm: imports, first compilations
-            best = []
-            for _ in range(repeats):
-                started = time.perf_counter()
-                outcomes = [run_check(make(), check)["outcome"] for check in CHECKS]
-                best.append(time.perf_counter() - started)
-            out[label] = {"per_check_ms": min(best) / len(CHECKS) * 1000, "outcomes": outcomes}
+        for check in CHECKS:
+            run_check(context_for(c, spec, framework, session=session), check)  # warm: imports, compilations
+        best = []
+        for _ in range(repeats):
+            trips[0] = 0
+            started = time.perf_counter()
+            outcomes = [run_check(context_for(c, spec, framework, session=session), check)["outcome"]
+                        for check in CHECKS]
+            best.append(time.perf_counter() - started)
+        per_check_trips = trips[0] / len(CHECKS)
+        layer = session.layer[framework]
+        started = time.perf_counter()
+        for _ in range(200):
+            layer.request("files")
+        trip_ms = (time.perf_counter() - started) / 200 * 1000
     finally:
+        Executor._request = plain
         session.close()
-    return out
+    return {"per_check_ms": min(best) / len(CHECKS) * 1000, "trips_per_check": per_check_trips,
+            "trip_ms": trip_ms, "outcomes": outcomes}
 
 
 # --- report ------------------------------------------------------------------------------------
@@ -527,12 +544,10 @@ def main(argv=None):
     figures["gradients"] = grads
 
     cost = boundary(grad_fw)
-    local, remote = cost["in-process"], cost["executor"]
-    same = "same verdicts" if local["outcomes"] == remote["outcomes"] else "VERDICTS DIFFER"
-    print(f"\nprocess boundary ({grad_fw} rmsnorm, every check, warm, best of 3; {same}):")
-    print(f"  in this process {local['per_check_ms']:7.1f} ms per check; through executors "
-          f"{remote['per_check_ms']:7.1f} ms per check: +{remote['per_check_ms'] - local['per_check_ms']:.1f} ms "
-          f"({remote['per_check_ms'] / local['per_check_ms']:.2f}x)")
+    print(f"\nprocess boundary ({grad_fw} rmsnorm, every check, warm, best of 3):")
+    print(f"  {cost['per_check_ms']:7.1f} ms per check; {cost['trips_per_check']:.1f} round trips per check at "
+          f"{cost['trip_ms']:.2f} ms each on their own: the boundary is "
+          f"{cost['trips_per_check'] * cost['trip_ms'] / cost['per_check_ms']:.0%} of a check")
     figures["boundary"] = cost
 
     if args.json:

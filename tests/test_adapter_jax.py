@@ -6,7 +6,7 @@ pytest.importorskip("flax")
 
 from layer_conformance.adapters import get_adapter  # noqa: E402
 from layer_conformance.contract import bundled_contracts, load_contract  # noqa: E402
-from layer_conformance.runner import check_all  # noqa: E402
+from layer_conformance.runner import check_all, context_for, run_check  # noqa: E402
 
 ADAPTER = get_adapter("jax")  # before any JAX operation: asks for the second host device
 import jax  # noqa: E402
@@ -16,17 +16,33 @@ from flax import nnx  # noqa: E402
 from layer_conformance.reference_impls.jax import round_ste as ste  # noqa: E402
 from layer_conformance.reference_impls.jax.causal_mask import Buffer  # noqa: E402
 from layer_conformance.reference_impls.jax.rmsnorm import RMSNorm  # noqa: E402
+from tests.zoo import jax_adapter_layers as L  # noqa: E402
+
+# every verdict runs in executors, as a user's run does: the implementations by spec
+RMSNORM = "layer_conformance.reference_impls.jax.rmsnorm:RMSNorm"
+STE = "layer_conformance.reference_impls.jax.round_ste"
+LAYERS = "tests.zoo.jax_adapter_layers"
 
 
 def contract(name):
     return load_contract(bundled_contracts()[name])
 
 
-def test_stop_gradient_ste_agrees_with_custom_vjp():
+@pytest.fixture
+def jax_session(sessions):
+    return sessions("jax")
+
+
+def _executor_x64(ctx) -> bool:
+    """jax_enable_x64 as it is now in the layer executor that runs ``ctx``'s checks."""
+    return ctx.adapter.save_globals()["x64"]
+
+
+def test_stop_gradient_ste_agrees_with_custom_vjp(jax_session):
     """X + stop_gradient(round(X) - X) is the same estimator: both pass, with equal values and gradients."""
     c = contract("round_ste")
-    for impl in (ste.round_ste, ste.round_ste_stop_gradient):
-        records = check_all(c, impl, "jax", checks=["values", "gradients"])
+    for impl in (f"{STE}:round_ste", f"{STE}:round_ste_stop_gradient"):
+        records = check_all(c, impl, "jax", checks=["values", "gradients"], session=jax_session)
         assert {k: r["outcome"] for k, r in records.items()} == {"values": "passed", "gradients": "passed"}, records
     w = np.random.default_rng(0).normal(scale=3.0, size=(4, 6)).astype(np.float32)
     ct = np.random.default_rng(1).normal(size=w.shape)
@@ -37,27 +53,16 @@ def test_stop_gradient_ste_agrees_with_custom_vjp():
     assert np.array_equal(ADAPTER.numpy(g_a), ct.astype(np.float32))
 
 
-class RMSNormWithRngs(nnx.Module):
-    """A constructor that needs rngs (the contract cannot name them), and RNG state that is not saved."""
-    def __init__(self, d, eps=1e-6, *, rngs):
-        self.gain = nnx.Param(jnp.ones(d))
-        self.drop = nnx.Dropout(0.5, rngs=rngs)
-        self.eps = eps
-
-    def __call__(self, X):
-        return self.drop(self.gain[...] * X / jnp.sqrt((X ** 2).mean(-1, keepdims=True) + self.eps))
-
-
-def test_rngs_are_supplied_and_rng_state_is_left_out():
-    records = check_all(contract("rmsnorm"), RMSNormWithRngs, "jax")
+def test_rngs_are_supplied_and_rng_state_is_left_out(jax_session):
+    records = check_all(contract("rmsnorm"), f"{LAYERS}:RMSNormWithRngs", "jax", session=jax_session)
     assert all(r["outcome"] in ("passed", "skipped") for r in records.values()), records
-    layer = ADAPTER.construct(RMSNormWithRngs, {"d": 8, "eps": 1e-6})
+    layer = ADAPTER.construct(L.RMSNormWithRngs, {"d": 8, "eps": 1e-6})
     assert set(ADAPTER.trainable(layer)) == {"gain"} and ADAPTER.non_trainable(layer) == {}
     assert set(ADAPTER.serialized_state(layer)) == {"gain"}
 
 
-def test_native_rmsnorm_gets_rngs_and_agrees():
-    records = check_all(contract("rmsnorm"), RMSNorm, "jax", checks=["native"])
+def test_native_rmsnorm_gets_rngs_and_agrees(jax_session):
+    records = check_all(contract("rmsnorm"), RMSNORM, "jax", checks=["native"], session=jax_session)
     assert records["native"]["outcome"] == "passed", records
     assert records["native"]["details"]["max_abs_error"] < 1e-6
 
@@ -93,12 +98,18 @@ def test_non_trainable_state_gets_no_gradient_and_names_are_paths():
     assert grads["scale"] is None and grads["layers.1.gain"].shape == (4,) and gx.shape == (3, 4)
 
 
-def test_finite_differences_run_in_float64_without_leaving_x64_on():
+def test_finite_differences_run_in_float64_without_leaving_x64_on(jax_session):
     before = jax.config.jax_enable_x64
-    records = check_all(contract("rmsnorm"), RMSNorm, "jax", checks=["gradients"])
-    assert records["gradients"]["outcome"] == "passed"
-    assert "notes" not in records["gradients"].get("details", {}), records  # not skipped
-    assert jax.config.jax_enable_x64 == before
+    ctx = context_for(contract("rmsnorm"), RMSNORM, "jax", session=jax_session)
+    in_executor = _executor_x64(ctx)
+    rec = run_check(ctx, "gradients")
+    assert rec["outcome"] == "passed"
+    assert "notes" not in rec.get("details", {}), rec  # not skipped
+    # the check switched x64 off again itself: the executor has it as before, and the snapshot taken around the
+    # check (which restores and reports whatever a check leaves changed) found nothing to report
+    assert _executor_x64(ctx) == in_executor is False
+    assert "global_state" not in rec.get("details", {}), rec
+    assert jax.config.jax_enable_x64 == before  # and the judge's process never switched it
     layer64 = ADAPTER.to_float64(ADAPTER.construct(RMSNorm, {"d": 8}))
     assert ADAPTER.dtype_name(ADAPTER.trainable(layer64)["gain"]) == "float64"
 
@@ -129,116 +140,59 @@ def test_owns():
     assert not ADAPTER.owns(np.round) and not ADAPTER.owns(lambda x: x) and not ADAPTER.owns(int)
 
 
-class Dropout(nnx.Module):
-    """Dropout from scratch that follows NNX's switch: Module.eval() sets `deterministic`."""
-    def __init__(self, p, *, rngs):
-        self.p, self.deterministic, self.rngs = p, False, rngs
-
-    def __call__(self, X):
-        if self.deterministic:
-            return X
-        keep = jax.random.bernoulli(self.rngs.dropout(), 1 - self.p, X.shape)
-        return jnp.where(keep, X / (1 - self.p), 0.0)
-
-
-class RMSNormBias(nnx.Module):
-    def __init__(self, d, eps=1e-6, bias=True):
-        self.gain = nnx.Param(jnp.ones(d))
-        self.bias = nnx.Param(jnp.zeros(d)) if bias else None
-        self.eps = eps
-
-    def __call__(self, X):
-        y = self.gain[...] * X / jnp.sqrt((X ** 2).mean(-1, keepdims=True) + self.eps)
-        return y if self.bias is None else y + self.bias[...]
-
-
-@jax.custom_jvp
-def safe_norm(x):
-    return jnp.sqrt(jnp.sum(x ** 2))
-
-
-@safe_norm.defjvp
-def _safe_norm_jvp(primals, tangents):
-    (x,), (t,) = primals, tangents
-    n = safe_norm(x)
-    return n, jnp.sum(x * t) / jnp.where(n == 0, 1.0, n)
-
-
-@pytest.mark.parametrize("name,impl,check", [("dropout", Dropout, "modes"), ("dropout", Dropout, "native"),
-                                             ("rmsnorm_bias", RMSNormBias, "strict_loading"),
-                                             ("safe_norm", safe_norm, "forward_mode")])
-def test_nest_seed_load_state_and_jvp(name, impl, check):
+@pytest.mark.parametrize("name,impl,check", [("dropout", "Dropout", "modes"), ("dropout", "Dropout", "native"),
+                                             ("rmsnorm_bias", "RMSNormBias", "strict_loading"),
+                                             ("safe_norm", "safe_norm", "forward_mode")])
+def test_nest_seed_load_state_and_jvp(jax_session, name, impl, check):
     if name not in bundled_contracts():
         pytest.skip(f"no bundled {name} contract")
-    rec = check_all(contract(name), impl, "jax", checks=[check])[check]
+    rec = check_all(contract(name), f"{LAYERS}:{impl}", "jax", checks=[check], session=jax_session)[check]
     assert rec["outcome"] == "passed", rec
 
 
 def test_non_strict_load_keeps_what_is_missing():
-    full = ADAPTER.construct(RMSNormBias, {"d": 4})
-    small = ADAPTER.construct(RMSNormBias, {"d": 4, "bias": False})
+    full = ADAPTER.construct(L.RMSNormBias, {"d": 4})
+    small = ADAPTER.construct(L.RMSNormBias, {"d": 4, "bias": False})
     ADAPTER.assign(small, "gain", np.full(4, 3.0))
     ADAPTER.load_state(full, ADAPTER.export_state(small), strict=False)
     assert ADAPTER.numpy(full.gain).tolist() == [3.0] * 4 and ADAPTER.numpy(full.bias).tolist() == [0.0] * 4
     with pytest.raises(ValueError, match="bias"):
-        ADAPTER.load_state(ADAPTER.construct(RMSNormBias, {"d": 4}), ADAPTER.export_state(small), strict=True)
+        ADAPTER.load_state(ADAPTER.construct(L.RMSNormBias, {"d": 4}), ADAPTER.export_state(small), strict=True)
 
 
-class SwitchesX64On(RMSNorm):
-    def __call__(self, X):
-        jax.config.update("jax_enable_x64", True)  # a global switch a layer must not leave behind
-        return super().__call__(X)
-
-
-def test_global_x64_switch_is_restored_and_reported():
-    rec = check_all(contract("rmsnorm"), SwitchesX64On, "jax", checks=["values"])["values"]
+def test_global_x64_switch_is_restored_and_reported(jax_session):
+    """The layer switches x64 on in its executor: the snapshot around the check puts it back there and says so."""
+    ctx = context_for(contract("rmsnorm"), f"{LAYERS}:SwitchesX64On", "jax", session=jax_session)
+    assert _executor_x64(ctx) is False
+    rec = run_check(ctx, "values")
+    assert _executor_x64(ctx) is False  # restored in the process the layer ran in
     assert jax.config.jax_enable_x64 is False
+    assert "the layer changed global state (restored): " in " ".join(rec["details"]["global_state"]), rec
     assert "jax x64" in " ".join(rec["details"]["global_state"]), rec
 
 
 # -- compiled calls: the adapter traces and compiles whole calls, and runs eagerly what does not trace ------
-class BranchesOnValues(RMSNorm):
-    """Python control flow on a value: not traceable, correct when run eagerly."""
-    def __call__(self, X):
-        if float(X.sum()) > -1e30:
-            return super().__call__(X)
-        return X
-
-
-@jax.custom_vjp
-def log1pexp_numpy_bwd(x):
-    return jnp.logaddexp(x, 0.0)
-
-
-def _numpy_bwd(x, g):
-    # right first-order values, but numpy: grad of grad cannot differentiate through it
-    return (jnp.asarray(np.asarray(g) / (1.0 + np.exp(-np.asarray(x)))),)
-
-
-log1pexp_numpy_bwd.defvjp(lambda x: (log1pexp_numpy_bwd(x), x), _numpy_bwd)
-
-
-def test_a_layer_that_does_not_trace_gets_the_eager_verdicts():
+def test_a_layer_that_does_not_trace_gets_the_eager_verdicts(jax_session):
     """Forward checks pass as for RMSNorm (run eagerly); differentiating fails as it does eagerly:
     jax.vjp itself traces the layer with abstract values."""
     import inspect
-    line = inspect.getsourcelines(BranchesOnValues.__call__)[1] + 1
+    line = inspect.getsourcelines(L.BranchesOnValues.__call__)[1] + 1
     c = contract("rmsnorm")
-    want = {k: r["outcome"] for k, r in check_all(c, RMSNorm, "jax").items()}
-    got = check_all(c, BranchesOnValues, "jax")
+    want = {k: r["outcome"] for k, r in check_all(c, RMSNORM, "jax", session=jax_session).items()}
+    got = check_all(c, f"{LAYERS}:BranchesOnValues", "jax", session=jax_session)
     differentiated = {"gradients", "device_parity"}
     traced = {"compiled", "export"}  # jax.jit and jax.export trace it: it cannot be compiled or exported
     assert {k: r["outcome"] for k, r in got.items() if k not in differentiated | traced} == \
         {k: o for k, o in want.items() if k not in differentiated | traced} and want["values"] == "passed", (want, got)
     for check in differentiated | traced:
         assert got[check]["outcome"] == "failed" and "ConcretizationTypeError" in got[check]["message"], got[check]
-        assert f"test_adapter_jax.py:{line} in __call__)" in got[check]["message"], got[check]["message"]
+        assert f"jax_adapter_layers.py:{line} in __call__)" in got[check]["message"], got[check]["message"]
     assert want["compiled"] == want["export"] == "passed", want
 
 
-def test_a_numpy_backward_rule_passes_first_order_and_fails_second_order():
-    records = check_all(contract("log1pexp"), log1pexp_numpy_bwd, "jax",
-                        checks=["values", "gradients", "second_order"])
+def test_a_numpy_backward_rule_passes_first_order_and_fails_second_order(jax_session):
+    records = check_all(contract("log1pexp"), f"{LAYERS}:log1pexp_numpy_bwd", "jax",
+                        checks=["values", "gradients", "second_order"], session=jax_session)
     assert records["values"]["outcome"] == records["gradients"]["outcome"] == "passed", records
     assert records["second_order"]["outcome"] == "failed", records
     # the eager error, raised at the numpy line, not a tracer error from a compiled attempt
@@ -246,23 +200,17 @@ def test_a_numpy_backward_rule_passes_first_order_and_fails_second_order():
     assert "in _numpy_bwd)" in records["second_order"]["message"], records["second_order"]["message"]
 
 
-class RaisesOnPositiveSum(RMSNorm):
-    def __call__(self, X):
-        if float(X.sum()) > -1e30:
-            raise ValueError("refused by the layer")
-        return X
-
-
-def test_an_error_is_the_eager_one_at_the_users_line():
+def test_an_error_is_the_eager_one_at_the_users_line(jax_session):
     import inspect
-    line = inspect.getsourcelines(RaisesOnPositiveSum.__call__)[1] + 2
+    line = inspect.getsourcelines(L.RaisesOnPositiveSum.__call__)[1] + 2
     for check in ("parameters", "values", "gradients"):
-        rec = check_all(contract("rmsnorm"), RaisesOnPositiveSum, "jax", checks=[check])[check]
+        rec = check_all(contract("rmsnorm"), f"{LAYERS}:RaisesOnPositiveSum", "jax", checks=[check],
+                        session=jax_session)[check]
         # building the layer raises: `parameters` names it, the others are blocked by it and keep the symptom
         message = rec["message"] if rec["outcome"] == "failed" else rec["details"]["symptom"]
         assert rec["outcome"] == ("failed" if check == "parameters" else "blocked"), rec
         assert "ValueError: refused by the layer" in message, message
-        assert f"test_adapter_jax.py:{line} in __call__)" in message, message
+        assert f"jax_adapter_layers.py:{line} in __call__)" in message, message
 
 
 SCALE = [1.0]
@@ -291,7 +239,7 @@ def test_python_runs_on_every_call_and_no_stale_program_is_reused():
 
 
 def test_a_call_that_writes_state_writes_the_layer():
-    layer = ADAPTER.construct(RMSNormWithRngs, {"d": 8, "eps": 1e-6})
+    layer = ADAPTER.construct(L.RMSNormWithRngs, {"d": 8, "eps": 1e-6})
     x = np.ones((4, 8), np.float32)
     first = ADAPTER.numpy(ADAPTER.call(layer, [x], training=True))
     second = ADAPTER.numpy(ADAPTER.call(layer, [x], training=True))

@@ -77,12 +77,12 @@ def test_a_file_that_is_not_text_or_not_there(tmp_path):
 
 
 @pytest.mark.skipif(not HAS_TORCH, reason="needs torch")
-def test_missing_native_class_is_reported_by_the_native_check_with_file_and_line():
+def test_missing_native_class_is_reported_by_the_native_check_with_file_and_line(session):
     from layer_conformance.runner import context_for, run_check
-    from layer_conformance.targets import resolve_impl
     path = HOSTILE / "native_class_missing.yaml"
     contract = load_contract(path)  # torch exists: whether torch.nn has the class needs an import
-    rec = run_check(context_for(contract, resolve_impl("layer_conformance.reference_impls.torch.rmsnorm:IMPL"), "torch"), "native")
+    rec = run_check(context_for(contract, "layer_conformance.reference_impls.torch.rmsnorm:IMPL", "torch",
+                                session=session), "native")
     assert rec["outcome"] == "failed"
     assert "torch.nn.RMSNormm" in rec["message"] and f"{path}:{contract.line('native', 'torch', 'class')}" \
         in rec["message"], rec["message"]

@@ -1,8 +1,10 @@
 """Every check can fail, and one mistake fails only its own checks: each mutant fails exactly the checks
 its catalogue entry declares (the one that names the mistake, with a message that names it, plus the
 axes the mistake really breaks), is reported blocked on exactly the checks declared blocked, and passes
-or skips every other check; the bundled reference implementations pass every check."""
-import functools
+or skips every other check; the bundled reference implementations pass every check.
+
+The verdicts come the way a user's run gets them: each implementation imported and checked in executors
+(one session per framework for the module; each target in a process of its own)."""
 import importlib
 import importlib.util
 
@@ -11,8 +13,8 @@ import pytest
 from layer_conformance import adapters
 from layer_conformance.checks import DEFAULT_CHECKS, OPT_IN, PER_DTYPE
 from layer_conformance.contract import bundled_contracts, load_contract
-from layer_conformance.runner import check_all, run_check, context_for
-from layer_conformance.targets import bundled_impl, resolve_impl
+from layer_conformance.runner import check_all
+from layer_conformance.targets import bundled_impl
 from tests.mutants.catalogue import modules
 
 
@@ -34,16 +36,15 @@ MUTANTS = _catalogue()
 TARGETS = sorted({m.target for m in MUTANTS})
 
 
-@functools.lru_cache(maxsize=None)
-def verdicts(framework, contract, impl, dtype=None) -> dict:
-    """Every default check, plus the opt-in checks its entries name, on one mutant, once (in-process,
-    the implementation object itself); in a dtype of the contract's ``dtypes``, its per-dtype checks."""
+def verdicts(session, framework, contract, impl, dtype=None) -> dict:
+    """Every default check, plus the opt-in checks its entries name, on one mutant; in a dtype of the
+    contract's ``dtypes``, its per-dtype checks."""
     target = (framework, contract, impl) + ((dtype,) if dtype else ())
     named = {c for m in MUTANTS if m.target == target for c in (m.check, *m.also, *m.blocked)}
     checks = list(DEFAULT_CHECKS) + [c for c in OPT_IN if c in named]
     if dtype:
         checks = [c for c in checks if c in PER_DTYPE]
-    return check_all(load_contract(bundled_contracts()[contract]), resolve_impl(impl), framework, checks=checks,
+    return check_all(load_contract(bundled_contracts()[contract]), impl, framework, session=session, checks=checks,
                      dtype=dtype)
 
 
@@ -52,8 +53,8 @@ def _ids(t):
 
 
 @pytest.mark.parametrize("target", TARGETS, ids=[_ids(t) for t in TARGETS])
-def test_mutant_fails_exactly_its_checks(target):
-    records = verdicts(*target)
+def test_mutant_fails_exactly_its_checks(sessions, target):
+    records = verdicts(sessions(target[0]), *target)
     entries = [m for m in MUTANTS if m.target == target]
     fails = {c for c, r in records.items() if r["outcome"] in ("failed", "error")}
     blocked = {c for c, r in records.items() if r["outcome"] == "blocked"}
@@ -75,9 +76,9 @@ REFERENCES = [(fw, name) for fw in _installed_frameworks() for name in bundled_c
 
 
 @pytest.mark.parametrize("framework,contract", REFERENCES, ids=[f"{f}-{c}" for f, c in REFERENCES])
-def test_reference_passes_every_check(framework, contract):
+def test_reference_passes_every_check(sessions, framework, contract):
     c = load_contract(bundled_contracts()[contract])
-    records = check_all(c, resolve_impl(bundled_impl(framework, contract)), framework)
+    records = check_all(c, bundled_impl(framework, contract), framework, session=sessions(framework))
     bad = {k: r for k, r in records.items() if r["outcome"] not in ("passed", "skipped")}
     assert not bad, bad
     assert any(r["outcome"] == "passed" for r in records.values())

@@ -43,14 +43,21 @@ def test_the_reference_impls_document_nothing_new_by_mistake():
 torch = pytest.importorskip("torch")
 
 
-def torch_run(name, check, impl=None, seed=0):
-    from layer_conformance.targets import bundled_impl, resolve_impl
-    ctx = context_for(contract(name), resolve_impl(impl or bundled_impl("torch", name)), "torch", seed=seed)
+@pytest.fixture
+def torch_session(sessions):
+    """The module's torch executors: every verdict here runs in them, as in a user's run."""
+    return sessions("torch")
+
+
+def torch_run(session, name, check, impl=None, seed=0):
+    """One check of ``impl`` (``module:attr``; the bundled torch implementation of ``name`` if not given)."""
+    from layer_conformance.targets import bundled_impl
+    ctx = context_for(contract(name), impl or bundled_impl("torch", name), "torch", seed=seed, session=session)
     return run_check(ctx, check)
 
 
-def test_torch_clamp_passes_the_gradient_at_the_boundary_and_the_result_records_it():
-    rec = torch_run("clamp_ste", "native")
+def test_torch_clamp_passes_the_gradient_at_the_boundary_and_the_result_records_it(torch_session):
+    rec = torch_run(torch_session, "clamp_ste", "native")
     assert rec["outcome"] == "passed", rec
     boundary = rec["details"]["native_convention"]["boundary/X"]
     assert boundary["inputs"] == [-1.0, 1.0, -1.0, 1.0]
@@ -59,8 +66,8 @@ def test_torch_clamp_passes_the_gradient_at_the_boundary_and_the_result_records_
     assert "native torch.clamp gives gradient [1.0] where ours gives [0.0] at 4 of 4" in boundary["summary"]
 
 
-def test_strict_loading_records_the_frameworks_refusals():
-    rec = torch_run("rmsnorm_bias", "strict_loading")
+def test_strict_loading_records_the_frameworks_refusals(torch_session):
+    rec = torch_run(torch_session, "rmsnorm_bias", "strict_loading")
     assert rec["outcome"] == "passed", rec
     d = rec["details"]
     assert d["grows_by"] == ["bias"]
@@ -69,24 +76,24 @@ def test_strict_loading_records_the_frameworks_refusals():
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_dropout_modes_holds_for_other_seeds_too(seed):
+def test_dropout_modes_holds_for_other_seeds_too(torch_session, seed):
     # the verdict is fixed per seed; the bound is what makes it hold for any seed
-    rec = torch_run("dropout", "modes", seed=seed)
+    rec = torch_run(torch_session, "dropout", "modes", seed=seed)
     assert rec["outcome"] == "passed", rec
     d = rec["details"]
     assert abs(d["first_zero_fraction"] - 0.3) <= d["halfwidth"]
     assert d["n"] == 100_000 and d["false_alarm"] == 1e-9
 
 
-def test_modes_leaves_the_global_rng_as_it_found_it():
-    before = torch.get_rng_state()
-    rec = torch_run("dropout", "modes")
-    assert torch.equal(before, torch.get_rng_state())
+def test_modes_leaves_the_global_rng_as_it_found_it(torch_session):
+    rec = torch_run(torch_session, "dropout", "modes")
+    # the layer executor's: the snapshot around the check compares torch's RNG state before and after and would report
+    # (and undo) a change; the check put its own seeding back, so there is nothing to report
     assert "global_state" not in (rec.get("details") or {})
 
 
-def test_values_compare_dropout_in_evaluation_mode():
-    rec = torch_run("dropout", "values")
+def test_values_compare_dropout_in_evaluation_mode(torch_session):
+    rec = torch_run(torch_session, "dropout", "values")
     assert rec["outcome"] == "passed" and rec["details"]["max_abs_error"] == 0.0
 
 
@@ -97,13 +104,13 @@ def test_log1pexp_worked_example_is_finite_at_1000():
     assert x.grad.tolist() == [0.5, 1.0, 1.0]
 
 
-def test_safe_norm_forward_mode_gives_the_documented_pair():
+def test_safe_norm_forward_mode_gives_the_documented_pair(torch_session):
     from layer_conformance.adapters import get_adapter
     from layer_conformance.reference_impls.torch.safe_norm import IMPL
     out, tangent = get_adapter("torch").jvp(IMPL.apply, None, [np.array([3.0, 4.0], np.float32)],
                                             [np.array([1.0, 0.0], np.float32)])
     assert (float(out), float(tangent)) == pytest.approx((5.0, 0.6))
-    assert torch_run("safe_norm", "forward_mode")["outcome"] == "passed"
+    assert torch_run(torch_session, "safe_norm", "forward_mode")["outcome"] == "passed"
 
 
 def test_zero_d_inputs_stay_zero_d():
@@ -111,27 +118,39 @@ def test_zero_d_inputs_stay_zero_d():
     assert tuple(get_adapter("torch").tensor(np.array(3.0, np.float32)).shape) == ()
 
 
-def test_properties_run_each_stated_kind():
+def test_properties_run_each_stated_kind(torch_session):
     for name, kinds in (("centered", ["mean_zero", "mean_zero"]), ("rmsnorm", ["mean_square"]),
                         ("causal_mask", ["causal_mask"]), ("rmsnorm_bias", ["mean_square"])):
-        rec = torch_run(name, "properties")
+        rec = torch_run(torch_session, name, "properties")
         assert rec["outcome"] == "passed", rec
         assert [p["kind"] for p in rec["details"]["checked"]] == kinds
-    assert "inside a Sequential after a dense layer 8 -> 128" in str(torch_run("centered", "properties"))
+    assert "inside a Sequential after a dense layer 8 -> 128" in str(torch_run(torch_session, "centered",
+                                                                             "properties"))
 
 
 # --- an adapter without the new methods is skipped, honestly ------------------------------------
 
-def _adapter_without(*methods, raising=()):
+def _adapter_without(remote, *methods, raising=()):
+    """The executor's torch adapter ``remote`` without ``methods`` (its executor does not list them among those
+    its adapter implements), and with ``raising`` raising NotImplementedError from the adapter's own code in the
+    executor: the interface's placeholder, called there (torch's adapter has its own of every method these checks
+    use), which the executor answers with an error it marks as the adapter's."""
+    import inspect
+
     from layer_conformance.adapters.base import Adapter
-    from layer_conformance.adapters.torch import FrameworkAdapter
+    from layer_conformance.executor.client import RemoteAdapter
 
-    def not_yet(self, *a, **k):
-        raise NotImplementedError
+    def placeholder(method):
+        arity = len(inspect.signature(getattr(Adapter, method)).parameters)  # self included: None for each
+        expr = f"__import__('layer_conformance.adapters.base', fromlist=['Adapter']).Adapter.{method}" \
+               f"(*[None] * {arity})"
+        return lambda self, *a, **k: self._executor.request("reference", module="builtins", function="eval",
+                                                            args=[expr])
 
-    attrs = {m: getattr(Adapter, m) for m in methods}
-    attrs.update({m: not_yet for m in raising})
-    return type("PartialTorchAdapter", (FrameworkAdapter,), attrs)()
+    partial = type("PartialTorchAdapter", (RemoteAdapter,), {m: placeholder(m) for m in raising})(
+        remote._executor, remote._native)
+    partial._implements = set(remote._implements) - set(methods)
+    return partial
 
 
 @pytest.mark.parametrize("name,check,method", [
@@ -140,19 +159,21 @@ def _adapter_without(*methods, raising=()):
     ("rmsnorm_bias", "strict_loading", "export_state"),
     ("centered", "properties", "nest"),
 ])
-def test_a_missing_adapter_method_is_a_skip_with_the_reason(name, check, method):
-    from layer_conformance.targets import bundled_impl, resolve_impl
-    ctx = context_for(contract(name), resolve_impl(bundled_impl("torch", name)), "torch")
+def test_a_missing_adapter_method_is_a_skip_with_the_reason(torch_session, name, check, method):
+    from layer_conformance.targets import bundled_impl
+    ctx = context_for(contract(name), bundled_impl("torch", name), "torch", session=torch_session)
+    remote = ctx.adapter
+    assert remote.implements(method)  # torch's own: what the partial adapters below take away
     for how in ({"methods": (method,)}, {"raising": (method,)}):
-        ctx.adapter = _adapter_without(*how.get("methods", ()), raising=how.get("raising", ()))
+        ctx.adapter = _adapter_without(remote, *how.get("methods", ()), raising=how.get("raising", ()))
         rec = run_check(ctx, check)
         assert rec["outcome"] == "skipped", rec
         assert rec["message"] == f"torch adapter does not implement {method} yet"
         assert not rec.get("not_applicable")
 
 
-def test_a_frameworks_own_not_implemented_error_is_a_failure_not_a_skip():
-    rec = torch_run("safe_norm", "forward_mode", impl="tests.mutants.torch_contracts:SafeNormNoJvp")
+def test_a_frameworks_own_not_implemented_error_is_a_failure_not_a_skip(torch_session):
+    rec = torch_run(torch_session, "safe_norm", "forward_mode", impl="tests.mutants.torch_contracts:SafeNormNoJvp")
     assert rec["outcome"] == "failed" and "NotImplementedError" in rec["message"]
 
 

@@ -13,7 +13,7 @@ import pytest
 from layer_conformance import adapters
 from layer_conformance.contract import bundled_contracts, load_contract
 from layer_conformance.runner import check_all, context_for, run_check
-from layer_conformance.targets import bundled_impl, resolve_impl
+from layer_conformance.targets import bundled_impl
 from tests.support import MXNET_PYTHON, ROOT, pytest_run
 
 FIXED_PRECISION = [  # (framework, impl, state_map): each computes its RMSNorm in float32
@@ -43,8 +43,8 @@ def _all_pass(records):
 
 @pytest.mark.parametrize("framework,impl,state_map", FIXED_PRECISION, ids=[f"{f}-{i.rpartition(':')[2]}"
                                                                            for f, i, _ in FIXED_PRECISION])
-def test_fixed_precision_rmsnorm_passes_every_check(framework, impl, state_map):
-    records = check_all(_contract("rmsnorm"), resolve_impl(impl), framework, state_map=state_map)
+def test_fixed_precision_rmsnorm_passes_every_check(sessions, framework, impl, state_map):
+    records = check_all(_contract("rmsnorm"), impl, framework, state_map=state_map, session=sessions(framework))
     _all_pass(records)
     grads = records["gradients"]
     assert grads["outcome"] == "passed"
@@ -58,34 +58,34 @@ torch_only = pytest.mark.skipif(not adapters.installed("torch"), reason="torch i
 
 
 @torch_only
-def test_a_layer_that_answers_float64_in_float32_passes_and_says_why_no_finite_difference():
-    records = check_all(_contract("rmsnorm"), resolve_impl("tests.zoo.torch_layers:RMSNormReturnsFloat32"), "torch")
+def test_a_layer_that_answers_float64_in_float32_passes_and_says_why_no_finite_difference(sessions):
+    records = check_all(_contract("rmsnorm"), "tests.zoo.torch_layers:RMSNormReturnsFloat32", "torch",
+                        session=sessions("torch"))
     _all_pass(records)
     notes = records["gradients"]["details"]["notes"]
     assert notes and all("finite differences skipped: the layer given float64 inputs and state returns float32"
                          in n for n in notes), notes
 
 
-def _fd(layer_factory, dtype_compute=None):
-    """The finite-difference comparison alone on rmsnorm's first case, for a gain-free layer."""
+def _fd(session, name):
+    """The finite-difference comparison alone on rmsnorm's first case, for a gain-free layer: the no-argument
+    factory ``tests.zoo.torch_finite_difference:NAME``, built in its layer executor."""
     from layer_conformance.checks.common import reference_forward as _reference_forward
     from layer_conformance.checks.numerics import _finite_difference
-    from layer_conformance import inputs as inputs_mod
     c = _contract("rmsnorm")
-    ctx = context_for(c, layer_factory, "torch")
+    ctx = context_for(c, f"tests.zoo.torch_finite_difference:{name}", "torch", session=session)
     x = ctx.first_inputs()
     ones = {"gain": np.ones(8)}
     expected = _reference_forward(ctx, x, ones)
     rng = np.random.default_rng(0)
     cot = rng.standard_normal(expected.shape)
-    return _finite_difference(ctx, layer_factory(), x, [0], cot, rng, expected)
+    return _finite_difference(ctx, ctx.adapter.construct(ctx.impl, {}), x, [0], cot, rng, expected)
 
 
 @torch_only
-@pytest.mark.parametrize("scale", [1.0, 1.003, 0.99])
-def test_the_finite_difference_at_float32_precision_still_tells_a_wrong_backward(scale):
-    from tests.zoo.torch_layers import upcast_rmsnorm_grad_scaled
-    problems, note = _fd(lambda: upcast_rmsnorm_grad_scaled(scale))
+@pytest.mark.parametrize("scale,name", [(1.0, "GradScaled1"), (1.003, "GradScaled1003"), (0.99, "GradScaled099")])
+def test_the_finite_difference_at_float32_precision_still_tells_a_wrong_backward(sessions, scale, name):
+    problems, note = _fd(sessions("torch"), name)
     assert "measured precision" in note
     if scale == 1.0:
         assert problems == []
@@ -94,22 +94,17 @@ def test_the_finite_difference_at_float32_precision_still_tells_a_wrong_backward
 
 
 @torch_only
-def test_no_finite_difference_where_the_layer_computes_coarser_than_float32():
-    import torch
-
-    class BFloat16(torch.nn.Module):
-        def forward(self, X):
-            x = X.to(torch.bfloat16)
-            return (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)).to(X.dtype)
-    problems, why = _fd(BFloat16)
+def test_no_finite_difference_where_the_layer_computes_coarser_than_float32(sessions):
+    problems, why = _fd(sessions("torch"), "BFloat16")
     assert problems is None
     assert "computes at a coarse fixed precision where no finite-difference step is meaningful" in why
 
 
 @pytest.mark.parametrize("framework", [f for f in adapters.FRAMEWORKS if adapters.installed(f)])
-def test_strict_loading_runs_without_optional_state_and_records_both_refusals(framework):
+def test_strict_loading_runs_without_optional_state_and_records_both_refusals(sessions, framework):
     c = _contract("rmsnorm")
-    rec = run_check(context_for(c, resolve_impl(bundled_impl(framework, "rmsnorm")), framework), "strict_loading")
+    rec = run_check(context_for(c, bundled_impl(framework, "rmsnorm"), framework, session=sessions(framework)),
+                    "strict_loading")
     assert rec["outcome"] == "passed", rec
     assert len(rec["details"]["unexpected_slot_errors"]) == 1
     assert len(rec["details"]["missing_slot_errors"]) == 1

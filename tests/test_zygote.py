@@ -117,15 +117,22 @@ def test_an_interrupted_run_kills_the_fresh_executor_in_use(session):
         assert _state(pid) in ("Z", "gone")
 
 
-def test_without_a_session_fresh_executors_are_forked_from_this_process_zygote():
-    # checks run in this process (the harness's own tests) get fresh processes the same way, not started anew
+def test_a_checks_fresh_executors_are_forked_from_its_sessions_zygote(session):
+    # what a check asks for (ctx.fresh_adapter: the export check's deployment process) is forked from the
+    # session's zygote, not started anew, and is neither the layer executor nor the zygote
     from layer_conformance.contract import bundled_contracts, load_contract
-    from layer_conformance.executor.session import local_zygote
     from layer_conformance.runner import context_for
-    ctx = context_for(load_contract(bundled_contracts()["rmsnorm"]), "layer_conformance.reference_impls.torch.rmsnorm:IMPL", "torch")
-    assert ctx.session is None
+    ctx = context_for(load_contract(bundled_contracts()["rmsnorm"]),
+                      "layer_conformance.reference_impls.torch.rmsnorm:IMPL", "torch", session=session)
+    assert ctx.session is session
     with ctx.fresh_adapter() as fresh:
-        assert _eval(fresh._executor, "__import__('os').getppid()") == _own_pid(local_zygote("torch"))
+        zygote = session.zygotes["torch"]
+        assert _eval(fresh._executor, "__import__('os').getppid()") == _own_pid(zygote)
+        assert len({fresh._executor.pid, zygote.pid, session.layer["torch"].pid}) == 3
+        # the code under test was imported in the layer executor only
+        under_test = "layer_conformance.reference_impls.torch.rmsnorm"
+        assert _eval(fresh._executor, f"{under_test!r} in __import__('sys').modules") is False
+    assert not fresh._executor.alive and zygote.alive
 
 
 @pytest.mark.parametrize("framework", ["torch", "jax"])

@@ -48,12 +48,12 @@ class CheckContext:
     """Everything a check needs about one (contract, implementation, framework, device)."""
     contract: Any
     adapter: Any
-    impl: Any                      # the user's class, factory or function (a handle when remote)
+    impl: Any                      # a handle to the user's class, factory or function in its executor
     impl_name: str
     device: str = "cpu"
     seed: int = 0
     state_map: dict = field(default_factory=dict)
-    session: Any = None            # the executors, when the code under test runs in another process
+    session: Any = None            # the executors the code under test runs in (``executor.Session``)
     notes: list = field(default_factory=list)  # what loading the implementation noted
     arg_map: dict = field(default_factory=dict)  # contract constructor argument -> the layer's own name
     compile_backend: str | None = None  # torch.compile's backend for ``compiled`` (None: aot_eager)
@@ -149,8 +149,6 @@ class CheckContext:
 
     def rebuilder(self, state: dict, like):
         """For ``adapter.move``: builds a fresh layer with ``state`` wherever the adapter calls it."""
-        if self.session is None:
-            return lambda: self.new_layer(state, strict=False)
         from ..executor import Rebuild
         mapping = self.slot_map(like)
         return Rebuild(self.impl, self.constructor_args(), self.first_inputs(),
@@ -159,32 +157,18 @@ class CheckContext:
     def import_native(self, path: str):
         """A contract's native layer or function (``module.attr``), where the framework's own code runs:
         a separate executor that never imported the code under test."""
-        if self.session is not None:
-            return self.adapter.import_native(path)
-        import importlib
-        mod_name, _, attr = path.rpartition(".")
-        return getattr(importlib.import_module(mod_name), attr)
+        return self.adapter.import_native(path)
 
     def fresh_adapter(self):
         """A context manager: the adapter of a new process that never imported the code under test
-        (the export check loads saved layers there). Without a session too: a process forked from this
-        process's own zygote for the framework either way."""
-        if self.session is not None:
-            return self.session.fresh_adapter(self.adapter.name)
-        import sys
-        from ..executor.session import fresh_adapter, local_zygote
-        return fresh_adapter(self.adapter.name, sys.executable, zygote=local_zygote(self.adapter.name))
+        (the export check loads saved layers there)."""
+        return self.session.fresh_adapter(self.adapter.name)
 
     @property
     def impl_spec(self) -> str | None:
         """``module:attr`` of the implementation, for a fresh process to import; None when it has none."""
-        if self.session is not None:
-            return next((spec for (fw, spec), v in self.session.loaded.items()
-                         if fw == self.adapter.name and v[1] is self.impl), None)
-        mod, name = getattr(self.impl, "__module__", None), getattr(self.impl, "__qualname__", None)
-        if not mod or not name or mod == "__main__" or "<locals>" in name:
-            return None
-        return f"{mod}:{name}"
+        return next((spec for (fw, spec), v in self.session.loaded.items()
+                     if fw == self.adapter.name and v[1] is self.impl), None)
 
     # -- state slots ---------------------------------------------------------------------
     def slot_map(self, layer, strict=False) -> dict[str, str]:

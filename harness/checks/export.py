@@ -10,6 +10,8 @@ keeps the backward. What a format cannot hold is recorded as skipped with the fr
 """
 from __future__ import annotations
 
+import contextlib
+
 import queue
 import shutil
 import tempfile
@@ -163,6 +165,11 @@ def _differentiation(ctx, name, case, out):
     return idx, rng.standard_normal(out.shape).astype(out.dtype)
 
 
+def _fresh_seed(seed: int) -> int:
+    """A seed for the fresh process that the checks never give the layer's executor."""
+    return (seed + 0x5EED) % 2 ** 31
+
+
 class _FreshSide:
     """The fresh process's part of the check, on a thread: fork it, then load each saved format and run
     every case (output, then gradients). What it gives is compared by the check; what it raised is kept,
@@ -176,6 +183,11 @@ class _FreshSide:
 
     def run(self) -> dict:
         self.fresh = self.fresh_cm.__enter__()
+        # State a layer keeps out of its saved form (a random buffer made at construction) must differ in the
+        # fresh process. Forked from the same zygote as the layer's own executor, it would draw the same random
+        # numbers and hide that: its generator starts elsewhere.
+        with contextlib.suppress(Exception):
+            self.fresh.manual_seed(_fresh_seed(self.ctx.seed))
         ran = {}
         while (item := self.saved_formats.get()) is not None and not self.stopped:
             fmt, notes = item

@@ -388,18 +388,7 @@ def reference_deadline(seconds: float):
         references_until(None)
 
 
-_zygotes: dict[str, Executor] = {}
 _tables = threading.Lock()
-
-
-def local_zygote(framework: str) -> Executor:
-    """The zygote that fresh executors of checks run without a session (in this process: the harness's own
-    tests) are forked from, one per framework, for as long as this process lives."""
-    if framework not in _zygotes:
-        import atexit
-        _zygotes[framework] = Executor("zygote", framework)
-        atexit.register(_zygotes[framework].close)
-    return _zygotes[framework]
 
 
 _names: dict = {}
