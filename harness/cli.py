@@ -67,10 +67,10 @@ def _merge(args) -> int:
     judged = verdict(doc["results"], baseline=baseline["results"] if baseline else None,
                      strict=args.strict_expectations)
     comparison = judged.comparison
-    if args.html:
-        from .report import write_html
-        path = write_html(args.html, doc, baseline=baseline, comparison=comparison, baseline_name=args.baseline)
-        print(f"conformance html: {path}")
+    if args.html:   # the run's HTML output, reading the merged result as it reads a run's
+        from .outputs import Result, html
+        print(html.write(Result(verdict=judged, records=judged.records, document=doc, baseline=baseline,
+                                baseline_name=args.baseline), args.html))
     if not (args.gate or baseline):
         return EXIT_OK
     if comparison is not None:

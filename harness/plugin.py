@@ -23,6 +23,7 @@ from .contract import (CONTRACT_ELEMENTS_PER_INPUT, DEFAULT_MAX_INPUT_ELEMENTS, 
                        ContractError, ContractNotFound, ElementBudget, input_element_limit, load_contract)
 
 from .exitcodes import EXIT_CONTRACT_ERROR  # every exit code's number is defined there
+from . import hookspecs, outputs
 
 
 def pytest_addoption(parser):
@@ -42,7 +43,6 @@ def pytest_addoption(parser):
                 help="run only these of a contract's dtypes (the cases' own always runs); repeatable")
     g.addoption("--bindings", metavar="FILE",
                 help="YAML list of {contract, impl[, framework, state_map, arg_map, dtypes]}")
-    g.addoption("--conformance-json", metavar="PATH", help="write the results file here")
     g.addoption("--changed-since", metavar="REV",
                 help="with --bindings: only the entries whose implementation, a module it imports, its contract or "
                      "its bindings entry changed since REV")
@@ -78,13 +78,17 @@ def pytest_addoption(parser):
         ("conformance_arg_map", "linelist", "default --arg-map values"),
         ("conformance_dtype", "linelist", "default --dtype values"),
         ("conformance_bindings", "string", "default --bindings"),
-        ("conformance_json", "string", "default --conformance-json"),
         ("conformance_seed", "string", "default --seed"),
         ("conformance_executor_python", "linelist", "default --executor-python values"),
         ("conformance_compile_backend", "string", "default --compile-backend"),
         ("conformance_default_run", "bool", "run the bundled matrix when pytest gets no file arguments"),
     ]:
         parser.addini(name, help_, type=kind, default=None if kind != "bool" else False)
+    outputs.addoption(g, parser)   # each output's options (--conformance-json, --conformance-html): layer_conformance.outputs
+
+
+def pytest_addhooks(pluginmanager):
+    pluginmanager.add_hookspecs(hookspecs)   # pytest_conformance_verdict: the gate's verdict, asked once
 
 
 def _timeout_seconds(text: str) -> float:
@@ -153,7 +157,8 @@ JUDGE_MODULES = (
         "binding", "checks", "checks.applicable", "checks.base", "checks.blame", "checks.common", "checks.mistakes",
         "checks.properties", "compare", "contract", "dtypes", "errors", "executor", "executor.client",
         "executor.session", "executor.wire", "frameworks", "gate", "gate.expectations", "gate.hooks", "inputs",
-        "junit", "lane", "nodeids", "record", "reference_check", "report", "report.html", "reproduce", "results",
+        "hookspecs", "lane", "nodeids", "outputs", "outputs.base", "outputs.html", "outputs.json", "outputs.junit",
+        "outputs.terminal", "record", "reference_check", "report", "report.html", "reproduce", "results", "verdict",
         "runner", "scheduling", "targets", "tolerances")),
 )
 # top-level names the judge (or pytest's plugins in it, hypothesis's) may import that are not the standard library's
@@ -274,10 +279,8 @@ class ConformanceRun:
         self.planned: list[str] | None = None   # node ids of every conformance check this run will execute
         self.journal = None
         self.interrupted: str | None = None     # the signal that ended the run early
-        self.reports: list = []                 # (option, path, write()) views written after the results file
         self.inputs = None                      # the files read before any user code ran (targets.Inputs)
         self.changed: list[str] = []            # those that changed during the run: it is refused (exit 4)
-        self.report_errors: list[str] = []
         # (contract, impl, framework) -> {"files", "truncated"}: what each binding's processes saw its code load,
         # from the reports (an xdist worker's too); the results file's `loaded_files`
         self.loaded_files: dict = {}
@@ -506,8 +509,7 @@ def current_run(config) -> ConformanceRun | None:
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "conformance: a layer conformance check")
-    from .junit import JunitNames
-    config.pluginmanager.register(JunitNames(config), "layer-conformance-junit")
+    outputs.configure(config)   # JUnit's names (layer_conformance.outputs.junit)
     run = ConformanceRun(config)
     config.stash[_RUN_KEY] = run
     config.pluginmanager.register(run, "layer-conformance-run")  # its logreport hook collects the records
@@ -909,14 +911,21 @@ def _is_worker(config):
     return hasattr(config, "workerinput")
 
 
+_RESULT_KEY = pytest.StashKey[outputs.Result]()
+
+
+def run_result(config) -> outputs.Result | None:
+    """The run's result (its verdict and records), once the session has finished; every output reads it."""
+    return config.stash.get(_RESULT_KEY, None)
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session, exitstatus):
     run = session.config.stash.get(_RUN_KEY, None)
-    # a --changed-since run that selected nothing: layer_conformance.gate decides the exit status and says why
     if run:
         run.close()
-    if not run or not run.active or _is_worker(session.config) or session.config.option.collectonly:
-        return  # (--collect-only runs nothing: there is nothing to account for or write)
+    if not run or not run.active or _is_worker(session.config):
+        return
     if run.changed:   # no results, no report: what they would say was decided by files the layer rewrote
         sys.stderr.write("ERROR: " + "\n".join(run.changed) + "\n")
         session.exitstatus = pytest.ExitCode.USAGE_ERROR
@@ -924,53 +933,79 @@ def pytest_sessionfinish(session, exitstatus):
             run.journal.close(remove=False)
             run.journal = None
         return
-    completeness = _account_for_the_plan(session, run)
-    if any(r.usage_error for r in run.results) and session.exitstatus in (0, 1):
-        session.exitstatus = pytest.ExitCode.USAGE_ERROR  # a binding that does not fit its layer
-    _write_results(run, completeness)
-    for option, path, write in run.reports:
-        try:
-            write()
-        except OSError as exc:
-            run.report_errors.append(f"{option} {path}: cannot write the report: {exc}")
-    if run.report_errors:
-        sys.stderr.write("\n".join(run.report_errors) + "\n")
-        if session.exitstatus == pytest.ExitCode.OK:
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    result = _finish(session, run)
+    session.config.stash[_RESULT_KEY] = result
+    if result.errors:
+        sys.stderr.write("\n".join(result.errors) + "\n")
 
 
-def _account_for_the_plan(session, run) -> dict:
-    """Every planned check has a record: the ones that never reported are marked "not run", and a run
-    whose results do not cover its plan never exits 0."""
+def _finish(session, run) -> outputs.Result:
+    """The one place a run ends: the verdict asked once (the gate's, pytest_conformance_verdict, where it is
+    installed), the records of planned checks that never reported added, the exit status set, and every output
+    written from the one result (layer_conformance.outputs). Under --collect-only nothing ran: the verdict and
+    its lines only (a --changed-since run that selects nothing exits 0), no file."""
+    from .verdict import verdict
+    config = session.config
+    collect_only = config.option.collectonly
+    planned = None if collect_only else run.planned
+    reported = tuple(run.results)   # as each check reported it: never changed after
+    judged = config.hook.pytest_conformance_verdict(session=session, records=reported, planned=planned)
+    if judged is None:   # the gate is not installed: the verdict alone, pytest's status stands
+        judged = outputs.Judgement(verdict(reported, planned))
+    # pytest's own status stands where it is no 0 or 1 (interrupted, a broken contract, a usage error): the gate
+    # says so (exit_code None)
+    if judged.exit_code is not None:
+        session.exitstatus = judged.exit_code
+    records = tuple(judged.verdict.records)
+    document, completeness = None, None
+    if not collect_only:
+        not_run, completeness = _account_for_the_plan(session, run)
+        records += tuple(not_run)
+        if any(r.usage_error for r in records) and session.exitstatus in (0, 1):
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR  # a binding that does not fit its layer
+        document = _document(run, records, completeness, judged.expectations_added)
+    result = outputs.Result(verdict=judged.verdict, records=records, document=document, lines=tuple(judged.lines),
+                            baseline=judged.baseline, baseline_name=judged.baseline_name)
+    if collect_only:
+        return result
+    written = outputs.write_files(result, config)
+    if run.journal is not None:   # the results file holds what the journal held: it goes once that is written
+        run.journal.close(remove=bool(completeness["complete"] and written.get("json")))
+        run.journal = None
+    if result.errors and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    return result
+
+
+def _account_for_the_plan(session, run) -> tuple[list, dict]:
+    """Every planned check has a record: the ones that never reported are marked "not run" (new records, the
+    reported ones unchanged), and a run whose results do not cover its plan never exits 0."""
     planned = run.planned or []
     done = {r.nodeid for r in run.results}
     missing = [n for n in planned if n not in done]
     why = (f"interrupted ({run.interrupted})" if run.interrupted else
            "interrupted" if session.exitstatus == pytest.ExitCode.INTERRUPTED else "no result came back")
-    for nodeid in missing:
-        rec = _record_from_nodeid(run, nodeid, "error", f"not run: {why}", not_run=True)
-        if rec is not None:
-            run.results.append(rec)
+    not_run = [rec for rec in (_record_from_nodeid(run, nodeid, "error", f"not run: {why}", not_run=True)
+                               for nodeid in missing) if rec is not None]
     if missing and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
-    return {"complete": not missing, "planned": len(planned), "not_run": len(missing),
-            **({"interrupted": why} if missing else {})}
+    return not_run, {"complete": not missing, "planned": len(planned), "not_run": len(missing),
+                     **({"interrupted": why} if missing else {})}
 
 
-def _write_results(run, completeness=None):
-    if run.json_path:
-        from . import results
-        env = results.environment(run.frameworks(), results.devices_of(run.results), run.seed,
-                                  sandbox=run.sandbox.describe() if getattr(run, "sandbox", None) else None)
-        selection = getattr(run.targets, "selection", None)   # --changed-since: what changed, what was selected
-        extra = dict(completeness or {}, **({"selection": selection} if selection is not None else {}))
-        loaded = _loaded_table(run)   # what a later --changed-since --baseline selects by
-        if loaded:
-            extra["loaded_files"] = loaded
-        results.write(run.json_path, run.results, env, extra, plan=run.planned)   # plan: counts `not_collected`
-    if run.journal is not None:
-        run.journal.close(remove=bool(completeness and completeness["complete"]))
-        run.journal = None
+def _document(run, records, completeness, expectations_added=None) -> dict:
+    """The results document every file output writes (layer_conformance.results.document)."""
+    from . import results
+    env = results.environment(run.frameworks(), results.devices_of(records), run.seed,
+                              sandbox=run.sandbox.describe() if getattr(run, "sandbox", None) else None)
+    selection = getattr(run.targets, "selection", None)   # --changed-since: what changed, what was selected
+    if selection is not None and expectations_added is not None:
+        selection = dict(selection, expectations_added=expectations_added)   # what the gate listed
+    extra = dict(completeness or {}, **({"selection": selection} if selection is not None else {}))
+    loaded = _loaded_table(run)   # what a later --changed-since --baseline selects by
+    if loaded:
+        extra["loaded_files"] = loaded
+    return results.document(records, env, extra, plan=run.planned)   # plan: counts `not_collected`
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
@@ -984,12 +1019,6 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if run and run.active and not _is_worker(config) and getattr(run, "sandbox", None) and not run.sandbox.namespaces:
         terminalreporter.write_line(f"layer conformance: executors ran without a sandbox "
                                     f"({run.sandbox.describe()})", yellow=True)
-    if not run or not run.active or not run.results:
-        return
-    from . import results
-    terminalreporter.section("layer conformance")
-    terminalreporter.write_line(results.summary_table(run.results))
-    if run.json_path:
-        terminalreporter.write_line(f"results: {os.path.abspath(run.json_path)}")
-    for line in run.report_errors:
-        terminalreporter.write_line(line, red=True)
+    result = run_result(config)
+    if result is not None:
+        outputs.write_terminal(result, terminalreporter)   # the table, where each output went, the gate's lines

@@ -7,8 +7,8 @@ import pytest
 
 from layer_conformance import results
 from layer_conformance.record import Record
-from layer_conformance.gate import (ExpectationsError, annotate, compare, expectation_for, load_expectations, unmatched,
-                          updated_expectations)
+from layer_conformance.gate import (ExpectationsError, apply_expectations, compare, excused, expectation_for,
+                                    load_expectations, unmatched, updated_expectations)
 from tests.support import pytest_run
 
 
@@ -68,7 +68,7 @@ def test_malformed_file_names_file_line_and_field(tmp_path, text, where):
     assert f"{p}{where}" in str(exc.value)
 
 
-def test_annotate_prefers_the_entry_that_covers_the_outcome(tmp_path):
+def test_excused_prefers_the_entry_that_covers_the_outcome_and_leaves_the_record_as_it_was(tmp_path):
     exps = load_expectations(_write(tmp_path, "e.yaml", """\
         - {check: values, expected: error, reason: only errors}
         - {check: values, expected: failed, reason: wrong numbers}
@@ -77,11 +77,16 @@ def test_annotate_prefers_the_entry_that_covers_the_outcome(tmp_path):
         """))
     failed, passed, skipped = _rec("values", "failed"), _rec("gradients", "passed"), _rec("gradients", "skipped")
     assert expectation_for(exps, failed).reason == "wrong numbers"
-    assert annotate(failed, exps) == "expected" and failed.expected is True
-    assert failed.expectation["reason"] == "wrong numbers" and failed.expectation["where"].endswith(":2")
-    assert annotate(passed, exps) == "unexpectedly_passed" and passed.unexpectedly_passed is True
-    assert annotate(skipped, exps) is None and not skipped.expected and skipped.expectation is None
-    assert annotate(_rec("parameters", "failed"), exps) is None
+    copy = excused(failed, exps)
+    assert copy is not failed and copy.expected is True and failed.expected is False and failed.expectation is None
+    assert copy.expectation["reason"] == "wrong numbers" and copy.expectation["where"].endswith(":2")
+    assert copy.key() == failed.key() and copy.outcome == failed.outcome
+    now_passing = excused(passed, exps)
+    assert now_passing.unexpectedly_passed is True and passed.unexpectedly_passed is False
+    assert excused(skipped, exps) is skipped and not skipped.expected and skipped.expectation is None
+    other = _rec("parameters", "failed")
+    assert excused(other, exps) is other
+    assert [r.expected for r in apply_expectations([failed, other], exps)] == [True, False]
     assert [e.reason for e in unmatched(exps, [failed, passed])] == ["stale"]
 
 

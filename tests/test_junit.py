@@ -6,7 +6,7 @@ import textwrap
 import pytest
 
 from layer_conformance.contract import find_contract
-from layer_conformance.junit import junit_names
+from layer_conformance.outputs.junit import junit_names
 from tests.support import USER_LAYER, pytest_run, user_package
 
 junitparser = pytest.importorskip("junitparser", reason="junitparser is not installed (pip install -e .[test])")

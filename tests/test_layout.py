@@ -22,7 +22,7 @@ def _lists() -> dict[str, list[str]]:
     for line in lines[start + 1:]:
         if line.startswith("#"):
             break
-        m = re.match(r"^\* \*\*Add a ([a-z ]+)\*\*", line)
+        m = re.match(r"^\* \*\*Add an? ([a-z ]+)\*\*", line)
         if m:
             current = m.group(1)
             out[current] = []
@@ -38,12 +38,12 @@ def _exists(path: str, name: str) -> bool:
     return (ROOT / path.rstrip("/")).exists()
 
 
-def test_adding_lists_where_to_add_a_framework_a_contract_a_check_and_a_key():
+def test_adding_lists_where_to_add_a_framework_a_contract_a_check_a_key_and_an_output():
     lists = _lists()
-    assert set(lists) == {"framework", "contract", "check", "contract key"}, lists
+    assert set(lists) == {"framework", "contract", "check", "contract key", "output format"}, lists
     for what, paths in lists.items():
         assert paths, what
-        example = {"framework": "torch", "contract": "rmsnorm"}.get(what, "torch")
+        example = {"framework": "torch", "contract": "rmsnorm", "output format": "json"}.get(what, "torch")
         missing = [p for p in paths if not _exists(p, example)]
         assert not missing, f"add a {what}: docs/adding.md names paths that do not exist: {missing}"
 

@@ -1,5 +1,7 @@
-"""The CI gate (expectations, baselines) and the HTML report options: a second pytest plugin
-(``layer_conformance.gate``, an entry point of its own; its hooks are in ``layer_conformance.gate.hooks``).
+"""The CI gate (expectations, baselines): a second pytest plugin (``layer_conformance.gate``, an entry point of
+its own; its hooks are in ``layer_conformance.gate.hooks``). The conformance plugin asks it for the run's verdict
+once (``pytest_conformance_verdict``); the outputs (the HTML report and its option among them) live in
+``layer_conformance.outputs``.
 
 Exit codes of a conformance run (``layer_conformance.exitcodes``, pytest's numbering where the meanings
 overlap; the verdict that picks 0 or 1 is ``layer_conformance.verdict``'s):
@@ -43,16 +45,15 @@ from __future__ import annotations
 from ..exitcodes import EXIT_CONTRACT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from ..record import FAILING, KEY as KEY_FIELDS
 from ..results import Comparison, compare
-from .expectations import (Expectation, ExpectationsError, added_since, annotate, apply_expectations, excuse,
+from .expectations import (Expectation, ExpectationsError, added_since, apply_expectations, excuse, excused,
                            expectation_for, expectations_at, load_expectations, parse_expectations,
                            stale_expectations, unmatched, updated_expectations, write_expectations)
 # pytest registers this module as the plugin: the hooks must be names in it
-from .hooks import (Gate, pytest_addoption, pytest_configure, pytest_runtest_makereport, pytest_sessionfinish,
-                    pytest_terminal_summary)
+from .hooks import (Gate, pytest_addoption, pytest_configure, pytest_conformance_verdict,
+                    pytest_runtest_makereport)
 
 __all__ = ["FAILING", "KEY_FIELDS", "Comparison", "compare", "Expectation", "ExpectationsError", "added_since",
-           "annotate", "apply_expectations", "excuse", "expectations_at", "parse_expectations",
+           "apply_expectations", "excuse", "excused", "expectations_at", "parse_expectations",
            "expectation_for", "load_expectations", "stale_expectations", "unmatched", "updated_expectations",
            "write_expectations", "EXIT_OK", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_CONTRACT", "EXIT_USAGE",
-           "Gate", "pytest_addoption", "pytest_configure", "pytest_runtest_makereport", "pytest_sessionfinish",
-           "pytest_terminal_summary"]
+           "Gate", "pytest_addoption", "pytest_configure", "pytest_conformance_verdict", "pytest_runtest_makereport"]

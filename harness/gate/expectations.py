@@ -236,18 +236,6 @@ def expectations_at(rev: str, path) -> list[Expectation]:
         return []
 
 
-def annotate(record: Record, expectations: list[Expectation]) -> str | None:
-    """Sets ``excuse``'s answer on a record the caller owns; returns "expected", "unexpectedly_passed" or None.
-    Kept for the package's API: the harness itself uses ``apply_expectations``, which changes no record."""
-    said = excuse(record, expectations)
-    if said is None:
-        return None
-    what, exp = said
-    setattr(record, what, True)
-    record.expectation = exp.as_record_note()
-    return what
-
-
 def unmatched(expectations: list[Expectation], records: list[Record]) -> list[Expectation]:
     records = as_records(records)
     return [e for e in expectations if not any(e.matches(r) for r in records)]

@@ -1,15 +1,17 @@
 """The gate's pytest hooks: the verdict asked (``layer_conformance.verdict``: expectations, baseline, exit
-status) and said, the expectations file rewritten, the HTML report written. The conformance plugin's run is
-read through its public accessors (``layer_conformance.plugin.current_run``, ``layer_conformance.plugin.option``)."""
+status) and said, the expectations file rewritten. The conformance plugin asks the gate once, at session finish
+(``pytest_conformance_verdict``, layer_conformance.hookspecs), and makes the result every output reads from the
+answer; the gate writes into no other plugin's state. The conformance plugin's run is read through its public
+accessors (``layer_conformance.plugin.current_run``, ``layer_conformance.plugin.option``)."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 from .. import results
 from ..exitcodes import EXIT_FAILED, EXIT_OK
+from ..outputs import Judgement
 from ..plugin import current_run, option
 from ..record import Record
 from ..verdict import Verdict, excuse, verdict
@@ -22,7 +24,6 @@ class Gate:
 
     def __init__(self, config):
         self.config = config
-        self.html_path = config.getoption("conformance_html") or config.getini("conformance_html") or None
         self.expectations_path = (config.getoption("expectations") or config.getini("conformance_expectations")
                                   or None)
         self.strict = bool(config.getoption("strict_expectations") or config.getini("conformance_strict_expectations"))
@@ -33,9 +34,6 @@ class Gate:
         self.expectations: list[Expectation] = []
         self.baseline: dict | None = None         # a results document (layer_conformance.results.load)
         self.failed_nodeids: set = set()   # every failed test report, conformance or not
-        self.comparison: results.Comparison | None = None
-        self.lines: list[tuple[str, dict]] = []   # terminal lines: (text, markup)
-        self.stale: list[Expectation] = []        # entries matching nothing, or whose checks no longer fail
         if self.update and not self.expectations_path:
             raise pytest.UsageError("--update-expectations needs --expectations FILE (the file to rewrite)")
         if self.expectations_path and not (self.update and not Path(self.expectations_path).exists()):
@@ -63,7 +61,6 @@ def _is_worker(config) -> bool:
 
 def pytest_addoption(parser):
     g = parser.getgroup("conformance", "layer conformance")
-    g.addoption("--conformance-html", metavar="PATH", help="write a self-contained HTML report here")
     g.addoption("--expectations", metavar="FILE", help="YAML file of expected failures (each with a reason)")
     g.addoption("--strict-expectations", action="store_true", default=False,
                 help="an expected failure that now passes fails the run")
@@ -74,7 +71,6 @@ def pytest_addoption(parser):
                      "an entry names the exact check it excuses")
     g.addoption("--baseline", metavar="OLD.json",
                 help="a previous results file: fail only on regressions against it")
-    parser.addini("conformance_html", "default --conformance-html", type="string", default=None)
     parser.addini("conformance_expectations", "default --expectations", type="string", default=None)
     parser.addini("conformance_strict_expectations", "default --strict-expectations", type="bool", default=False)
 
@@ -174,9 +170,10 @@ def _merge_base(rev: str, selection, cwd) -> str:
     return done.stdout.strip() if done.returncode == 0 and done.stdout.strip() else rev
 
 
-def _added_lines(gate, rev, selection, say) -> None:
+def _added_lines(gate, rev, selection, say) -> list[dict]:
     """Under --changed-since: every expectations entry the branch added since the base, before the verdict, so
-    that an excuse written beside the layer it excuses is read in the review (and in the results file)."""
+    that an excuse written beside the layer it excuses is read in the review; returned for the results file
+    (its ``selection.expectations_added``)."""
     import subprocess
     path = gate.expectations_path
     try:
@@ -189,39 +186,37 @@ def _added_lines(gate, rev, selection, say) -> None:
              {"yellow": True}))
         old = []
     added = added_since(gate.expectations, old)
-    if selection is not None:
-        selection["expectations_added"] = [{**e.as_yaml(), "where": e.where} for e in added]
     if not added:
         say((f"expectations added since {rev}: none ({path})", {}))
-        return
+        return []
     say((f"expectations added since {rev}: {len(added)} entr{'y' if len(added) == 1 else 'ies'} in {path}, each "
          f"excusing the failures it matches (review them with the change)", {"bold": True, "yellow": True}))
     for e in added:
         say((f"  + {e.where}: {e.describe()}", {"yellow": True}))
+    return [{**e.as_yaml(), "where": e.where} for e in added]
 
 
-def _environment(run):
-    return results.environment(run.frameworks(), results.devices_of(run.results), run.seed)
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_sessionfinish(session, exitstatus):
-    # tryfirst: the conformance plugin writes the results file (trylast) from the run's records, which hold the
-    # verdict's excused copies by then
+@pytest.hookimpl(optionalhook=True)
+def pytest_conformance_verdict(session, records, planned):
+    """The run's verdict with the expectations and the baseline (layer_conformance.hookspecs): asked once by the
+    conformance plugin at session finish; it writes the expectations file (--update-expectations) and nothing
+    of the run."""
     config = session.config
     gate, run = config.stash.get(_GATE_KEY, None), current_run(config)
     if gate is None or run is None or _is_worker(config):
-        return
-    say = gate.lines.append
+        return None
+    lines: list[tuple[str, dict]] = []   # the terminal's, (text, markup)
+    say = lines.append
     selection = getattr(run.targets, "selection", None)
     if selection is not None:
         _selection_lines(selection, say)
     rev = config.getoption("changed_since")
+    added = None
     if rev and gate.expectations_path:
-        _added_lines(gate, rev, selection, say)
+        added = _added_lines(gate, rev, selection, say)
     recorded, counts = [], None
     if gate.update:
-        entries, counts = updated_expectations(gate.expectations, run.results, config.rootpath)
+        entries, counts = updated_expectations(gate.expectations, records, config.rootpath)
         write_expectations(gate.expectations_path, entries)
         # the run's purpose is done once every failure is recorded: they are the file's expected failures now
         recorded = load_expectations(gate.expectations_path, gate.allow_glob)
@@ -229,45 +224,33 @@ def pytest_sessionfinish(session, exitstatus):
     # against the baseline (a removed binding), and its summary says why nothing was selected
     nothing_selected = (selection is not None and not run.targets
                         and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED)
-    judged = _verdict(gate, run, config, recorded)
-    # the records keep their places; where an entry excuses one, its copy carrying the entry takes the place
-    run.results[:] = judged.records
-    records = list(judged.records)
-    gate.comparison, gate.stale = judged.comparison, list(judged.stale)
+    judged = _verdict(gate, run, config, records, planned, recorded)
     if gate.expectations:
         _expectations_lines(gate, judged, say)
     if gate.update:
         say((f"updated {gate.expectations_path}: {counts['kept'] + counts['added']} entries ({counts['kept']} kept, "
              f"{counts['dropped']} dropped as now passing, {counts['added']} added)", {}))
         say(("gate: this run's failures are recorded as expected; they do not fail it", {}))
-    if gate.comparison is not None:
-        _baseline_lines(gate, say)
-    if gate.html_path:
-        def write_report(records=records):  # after the results file, which a failing report never costs
-            from ..report import write_html
-            doc = results.document(records, _environment(run))
-            write_html(gate.html_path, doc, baseline=gate.baseline, comparison=gate.comparison,
-                       baseline_name=gate.baseline_path)
-            say((f"conformance html: {os.path.abspath(gate.html_path)}", {}))
-        run.reports.append(("--conformance-html", gate.html_path, write_report))
+    if judged.comparison is not None:
+        _baseline_lines(gate, judged.comparison, say)
+    exit_code = None
     # pytest's own status stands where it is no 0 or 1 (interrupted, a broken contract, a usage error)
     if session.exitstatus in (EXIT_OK, EXIT_FAILED) or nothing_selected:
-        session.exitstatus = int(judged.exit_code)
+        exit_code = int(judged.exit_code)
         if nothing_selected and judged.passed:
             say(("gate: no layer to check: exit 0 (the lines above say why no changed file selects a binding)",
                  {"green": True}))
-        elif gate.lines:   # a plain run (no gate option) keeps pytest's own summary
-            for line in judged.lines():
-                say(line)
+        elif lines:   # a plain run (no gate option) keeps pytest's own summary
+            lines += judged.lines()
+    return Judgement(verdict=judged, exit_code=exit_code, lines=tuple(lines), baseline=gate.baseline,
+                     baseline_name=gate.baseline_path, expectations_added=added)
 
 
-def _verdict(gate, run, config, recorded=()) -> Verdict:
+def _verdict(gate, run, config, records, planned, recorded=()) -> Verdict:
     """The verdict (``layer_conformance.verdict``) on this run: pytest's own count cannot see expectations
     applied to a check whose worker crashed, nor a baseline."""
     untouched = _untouched(run, config)
-    # --collect-only runs nothing: its plan is not for this run to complete
-    planned = None if config.option.collectonly else run.planned
-    return verdict(run.results, planned, expectations=gate.expectations,
+    return verdict(records, planned, expectations=gate.expectations,
                    baseline=gate.baseline["results"] if gate.baseline is not None else None,
                    strict=gate.strict, in_scope=_scope(run, config) if gate.baseline is not None else None,
                    other_failures=gate.failed_nodeids, recorded=recorded,
@@ -290,8 +273,7 @@ def _expectations_lines(gate, judged: Verdict, say) -> None:
              {"red" if gate.strict else "yellow": True}))
 
 
-def _baseline_lines(gate, say) -> None:
-    comparison = gate.comparison
+def _baseline_lines(gate, comparison, say) -> None:
     say((f"baseline {gate.baseline_path}: {comparison.summary()}", {"bold": True}))
     for old, new in comparison.newly_failing:
         tag = "expected" if new.expected else "REGRESSION"
@@ -308,13 +290,3 @@ def _baseline_lines(gate, say) -> None:
         say((f"  REGRESSION: {old.describe()}: {old.outcome} in the baseline, not run now", {"red": True}))
     for old, new in comparison.newly_passing:
         say((f"  fixed: {new.describe()}: {old.outcome} -> passed", {"green": True}))
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    gate = config.stash.get(_GATE_KEY, None)
-    if gate is None or not gate.lines:
-        return
-    terminalreporter.section("conformance gate")
-    for text, markup in gate.lines:
-        terminalreporter.write_line(text, **markup)

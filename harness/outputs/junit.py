@@ -1,16 +1,21 @@
-"""Readable JUnit names for conformance checks.
+"""--junitxml PATH (pytest's own option and writer): the JUnit file, with readable names for conformance checks.
 
 pytest derives a testcase's ``classname`` and ``name`` from the node id and takes everything after the
 first ``[`` for parameters, which garbles an id with brackets in a middle segment
 (``specs/rmsnorm.yaml::rmsnorm[X-torch-cpu]::values`` became the name ``rmsnorm[X-torch-cpu]::values]``).
 Here a conformance check is named ``classname="specs.rmsnorm.rmsnorm[X-torch-cpu]"``, ``name="values"``:
 the contract file as a dotted path, then the target, with the check as the test's name.
+
+pytest's junitxml plugin writes the file at its own session finish, from the reports (an expected failure is a
+skip there, as the gate shows it); this output names each check before that plugin records its report, and
+writes nothing itself.
 """
 from __future__ import annotations
 
 import pytest
 
-from .nodeids import parse as parse_nodeid
+from ..nodeids import parse as parse_nodeid
+from .base import Output
 
 
 def junit_names(nodeid: str, prefix: str | None = None) -> tuple[str, str] | None:
@@ -48,3 +53,24 @@ class JunitNames:
         reporter = xml.node_reporter(report)
         reporter.add_attribute("classname", names[0])
         reporter.add_attribute("name", names[1])
+
+
+def addoption(group, parser) -> None:
+    """--junitxml is pytest's own option: nothing to add."""
+
+
+def target(config) -> str | None:
+    return getattr(config.option, "xmlpath", None) or None
+
+
+def configure(config) -> None:
+    config.pluginmanager.register(JunitNames(config), "layer-conformance-junit")
+
+
+def write(result, path) -> None:
+    """pytest's junitxml plugin writes the file; the names were set as each report arrived (JunitNames)."""
+    return None
+
+
+OUTPUT = Output(name="junit", options=("--junitxml",), addoption=addoption, target=target, write=write,
+                configure=configure)
