@@ -9,6 +9,7 @@
     python benchmarks/bench.py --opt-in --both-only --rounds 2   # only the runs without and with compiled + export
     python benchmarks/bench.py --dtypes        # only the matrix without and with the contracts' dtypes
     python benchmarks/bench.py --sandbox --frameworks torch   # the executors' sandbox: its cost per target
+    python benchmarks/bench.py --inner-loop --rounds 3        # one layer per framework against its own figure
 
 It prints:
   matrix      wall time of the bundled matrix under ``pytest -n 0`` and ``-n 2`` (subprocesses);
@@ -379,6 +380,78 @@ def sandbox_cost(frameworks: list[str], rounds: int) -> dict:
             "ratio": med["auto"] / med["off"], "per_target_s": (med["auto"] - med["off"]) / max(targets, 1)}
 
 
+# What each framework's own figure runs, for the inner loop: the import of the framework, or (Keras) its own
+# layer test on its RMSNormalization, with the training and mixed-precision checks.
+_OWN_IMPORT = {"torch": "import torch", "tensorflow": "import keras", "jax": "from flax import nnx",
+               "mxnet": "import mxnet"}
+_KERAS_LAYER_TEST = """
+import keras
+from keras.src.testing import TestCase
+class LayerTest(TestCase):
+    def runTest(self):
+        self.run_layer_test(keras.layers.RMSNormalization, init_kwargs={"axis": -1, "epsilon": 1e-6},
+                            input_shape=(16, 8), expected_output_shape=(16, 8), expected_num_trainable_weights=1,
+                            run_training_check=True, run_mixed_precision_check=True)
+result = LayerTest().run()
+assert result.wasSuccessful(), result.errors + result.failures
+"""
+_MUTANT_MODULE = {"torch": "torch_mutants", "tensorflow": "tensorflow_mutants", "jax": "jax_mutants",
+                  "mxnet": "mxnet_mutants"}
+
+
+def _until_first_failure(cmd: list[str], cwd: Path, env: dict, timeout=900) -> tuple[float | None, float]:
+    """(seconds from the start to the first failed check in pytest's progress output, or None; the whole
+    run's wall time): what a user editing a broken layer waits before seeing that it is broken."""
+    started = time.perf_counter()
+    first = None
+    proc = subprocess.Popen(cmd, cwd=cwd, env={**os.environ, "PYTHONUNBUFFERED": "1", **env},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+    progress = re.compile(r"^[.sFExXb]+(\s+\[\s*\d+%\])?$")
+    buffer = ""
+    while True:
+        ch = proc.stdout.read(1)
+        if not ch:
+            break
+        buffer = "" if ch == "\n" else buffer + ch
+        if first is None and ch in "FE" and progress.match(buffer):
+            first = time.perf_counter() - started
+    proc.wait(timeout=timeout)
+    return first, time.perf_counter() - started
+
+
+def inner_loop(frameworks: list[str], rounds: int) -> dict:
+    """Per framework, interleaved, ``rounds`` times (medians): one bundled layer checked by one user command
+    (every default check, every declared dtype, -n 0, from an empty directory), against the framework's own
+    figure (its import; Keras' own layer test); and a broken layer (eps outside the square root): the time to
+    its first failure against the import."""
+    import statistics
+    from layer_conformance.targets import bundled_impl
+    out: dict = {}
+    for fw in frameworks:
+        walls: dict = {"own": [], "import": [], "check": [], "first_failure": [], "broken_run": []}
+        with tempfile.TemporaryDirectory() as user:
+            env = {"PYTHONPATH": str(ROOT)}
+            base = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-n", "0", "--contract",
+                    "rmsnorm", "--framework", fw]
+            for _ in range(rounds):
+                walls["import"].append(_run([sys.executable, "-c", _OWN_IMPORT[fw]], cwd=user)[0])
+                if fw == "tensorflow":
+                    walls["own"].append(_run([sys.executable, "-c", _KERAS_LAYER_TEST], cwd=user)[0])
+                wall, proc = _run(base + ["--impl", bundled_impl(fw, "rmsnorm")], cwd=user, env=env)
+                walls["check"].append(wall)
+                summary = _last_line(proc.stdout)
+                first, whole = _until_first_failure(
+                    base + ["--impl", f"tests.mutants.{_MUTANT_MODULE[fw]}:EpsOutsideSqrt"], Path(user), env)
+                walls["first_failure"].append(first if first is not None else float("nan"))
+                walls["broken_run"].append(whole)
+        med = {k: statistics.median(v) for k, v in walls.items() if v}
+        against = med.get("own", med["import"])
+        out[fw] = {"median_s": med, "walls": walls, "summary": summary, "ratio": med["check"] / against,
+                   "against": "Keras' run_layer_test" if "own" in med else "the import",
+                   "first_failure_ratio": med["first_failure"] / med["import"]}
+    return out
+
+
 def opt_in(frameworks: list[str], rounds: int = 1, singles: bool = True) -> dict:
     """The bundled matrix at -n 0 with the default checks, then with each opt-in check added, in turn; then
     the default checks without and with ``compiled`` and ``export`` at -n 2, as scripts/conformance.sh runs it.
@@ -418,6 +491,9 @@ def main(argv=None):
                     help="only the matrix (-n 0) in the cases' own dtypes and in every declared dtype, side by side")
     ap.add_argument("--sandbox", action="store_true",
                     help="only the matrix (-n 0) without and with the executors' sandbox: its cost per target")
+    ap.add_argument("--inner-loop", action="store_true",
+                    help="only one layer per framework checked by one command, against the framework's own figure "
+                         "(import; Keras' run_layer_test), and a broken layer's time to its first failure")
     ap.add_argument("--opt-in", action="store_true", help="only what each opt-in check adds to the matrix (-n 0), and compiled + export at -n 2")
     ap.add_argument("--both-only", action="store_true",
                     help="with --opt-in: only the runs without and with compiled + export (-n 0 and -n 2)")
@@ -451,6 +527,18 @@ def main(argv=None):
         print(f"all dtypes / own dtype: {d['ratio']:.2f}x the time for {d['records_ratio']:.2f}x the records")
         if args.json:
             Path(args.json).write_text(json.dumps(d, indent=2))
+        return 0
+    if args.inner_loop:
+        il = inner_loop(frameworks, args.rounds)
+        for fw, r in il.items():
+            m = r["median_s"]
+            own = f"Keras' run_layer_test {m['own']:.1f} s, " if "own" in m else ""
+            print(f"{fw}: one layer {m['check']:.1f} s ({r['summary']}); {own}import {m['import']:.1f} s: "
+                  f"{r['ratio']:.2f}x {r['against']}; a broken layer's first failure at {m['first_failure']:.1f} s "
+                  f"({r['first_failure_ratio']:.2f}x the import; its run {m['broken_run']:.1f} s) "
+                  f"(medians of {args.rounds})")
+        if args.json:
+            Path(args.json).write_text(json.dumps(il, indent=2))
         return 0
     if args.sandbox:
         c = sandbox_cost(frameworks, args.rounds)
