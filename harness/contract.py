@@ -49,16 +49,19 @@ SPECS_DIR = _specs_dir()
 
 def schema() -> dict:
     """The contract schema as the loader uses it: the file, with the frameworks' names filled in from
-    the registry (``harness/frameworks.py``), which is their one owner."""
+    the registry (``harness/frameworks.py``) and the check ids from the checks' declarations
+    (``harness/check_catalog.py``), which are their one owners."""
+    from .check_catalog import CHECK_IDS as declared_checks
     from .frameworks import FRAMEWORKS
     out = json.loads(SCHEMA_PATH.read_text())
+    out["$defs"]["check_id"]["enum"] = list(declared_checks)
     out["$defs"]["framework"]["enum"] = list(FRAMEWORKS)
     out["$defs"]["export_format"]["enum"] = [fmt for f in FRAMEWORKS.values() for fmt in f.export_formats]
     return out
 
 
 _SCHEMA = schema()
-# the schema is the one list of check ids a contract may name (checks:, tolerances.checks)
+# the check ids a contract may name (checks:, tolerances.checks), as the schema has them
 CHECK_IDS = tuple(_SCHEMA["$defs"]["check_id"]["enum"])
 # the longest per-check timeout, in a contract or on the command line
 MAX_TIMEOUT = _SCHEMA["properties"]["timeout"]["maximum"]

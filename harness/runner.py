@@ -16,9 +16,9 @@ from .binding import mapped
 from .checks import CHECKS, DEFAULT_CHECKS, PER_DTYPE, CheckContext, CheckFailed, CheckSkipped, unexpected_error
 from .checks.precision import attribute as attribute_precision
 from .checks.blame import CheckBlocked, blocker_for
+from .check_catalog import DEVICE_CHECKS  # the checks the cuda column runs
 from .errors import EnvironmentProblem, missing_dependency
 
-DEVICE_CHECKS = ("devices", "device_parity")
 DEFAULT_TIMEOUT = 60.0  # seconds per check; the contract's `timeout` and --check-timeout override it
 DEFAULT_MEMORY_LIMIT_GIB = 8.0  # per process; --memory-limit overrides it, 0 lifts it
 

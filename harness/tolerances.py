@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .check_catalog import GRADIENT_TOLERANCE_CHECKS
 from .dtypes import HALF, np_dtype
 
 VALUES = {
@@ -31,7 +32,7 @@ VALUES = {
     "complex128": (1e-7, 1e-7),
 }
 GRADIENTS = {**VALUES, "bfloat16": (1e-1, 1e-1), "float16": (1e-2, 1e-2)}
-GRADIENT_CHECKS = ("gradients", "second_order", "forward_mode")
+GRADIENT_CHECKS = GRADIENT_TOLERANCE_CHECKS  # the checks judged by GRADIENTS (declared with each check)
 # 16-bit outputs: the rounding of the result plus up to three 16-bit steps before it (a norm's
 # statistic, its reciprocal square root, the scale), each within half an ulp
 ULPS = {"float16": 2.0, "bfloat16": 2.0}

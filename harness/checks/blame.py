@@ -21,38 +21,15 @@ import re
 from dataclasses import dataclass
 
 from .base import CheckBlocked, CheckFailed, CheckSkipped
+# what a check's verdict rests on, tried in this order where the check itself fails, and what a failure of
+# each such check says in the message of a check it blocks: declared with each check (``check_catalog.CATALOG``)
+from ..check_catalog import BLOCKING_REASONS, PREREQUISITES
 
 
 @dataclass(frozen=True)
 class Finding:
     check: str    # the check that names it
     reason: str   # short, e.g. "'gain' is untracked"
-
-
-# What a check's verdict rests on, checked in this order where the check itself fails: the layer must
-# follow the framework's mode switch (``modes``) before its outputs can be compared, and its outputs
-# must be right (``values``) before what is derived from them (native parity, gradients, forward-mode
-# tangents, cross-device parity); second derivatives rest on the first (``gradients``).
-PREREQUISITES = {
-    "serialization": ("modes",),
-    "devices": ("modes",),
-    "values": ("modes",),
-    "properties": ("modes", "values"),  # properties of the outputs: only right outputs can have them
-    "native": ("modes", "values"),
-    "gradients": ("modes", "values"),
-    "forward_mode": ("modes", "values"),
-    "device_parity": ("modes", "values"),
-    "second_order": ("modes", "values", "gradients"),
-    "mixed_precision": ("modes",),  # compares two inference-mode calls of the layer
-    # compare evaluation-mode calls of the layer compiled, or reloaded, with the eager one; compiled builds
-    # its eager twin from the same state, which rests on that state making a faithful fresh instance
-    "compiled": ("modes", "serialization"),
-    "export": ("modes",),
-}
-_WHY = {"modes": "the layer does not follow the framework's training/inference switch",
-        "values": "the outputs already differ from the reference",
-        "gradients": "the first derivatives are already wrong",
-        "serialization": "the layer's state does not make a faithful fresh instance"}
 
 
 def state_findings(ctx) -> list[Finding]:
@@ -187,5 +164,5 @@ def blocker_for(ctx, check: str, exc: BaseException) -> CheckBlocked | None:
             continue
         # a prerequisite that is itself a symptom of its failure in the own dtype: blocked by that one
         root = _blocked_in_own_dtype(ctx, first, failure, symptom)
-        return root or CheckBlocked(first, _WHY[first], symptom)
+        return root or CheckBlocked(first, BLOCKING_REASONS[first], symptom)
     return None

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..compare import describe_mismatch
 from ..dtypes import is_floating
+from ..check_catalog import PER_DTYPE
 
 
 @dataclass(frozen=True)
@@ -35,8 +36,7 @@ class Hint:
 
 
 _STATE = ("parameters", "buffers")
-# the checks that compare numbers in each dtype (layer_conformance.checks.PER_DTYPE)
-_NUMERIC = ("values", "native", "gradients", "forward_mode", "second_order", "properties", "modes")
+_NUMERIC = PER_DTYPE  # the checks that compare numbers in each dtype
 HINTS: dict[str, Hint] = {h.id: h for h in (
     # --- how state is registered: parameters, buffers -----------------------------------------------
     Hint("register_trainable", ("parameters",),
