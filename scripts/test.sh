@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The harness's own test suite: both environments, Chromium for the report's browser tests,
-# then the tests in the main environment and the MXNet-specific ones in the MXNet environment.
+# then the tests in the main environment (the fast tier, then the full one) and the MXNet-specific ones in the MXNet
+# environment.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
@@ -9,7 +10,15 @@ if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null && [ "$(id -u)" =
 fi
 bash scripts/main-env.sh
 bash scripts/mxnet-env.sh
-.venv/bin/python -m pytest -p no:cacheprovider -n 2 tests "$@"
+# the fast tier first (minutes; docs/testing.md), and nothing more when it fails; then the full tier, which holds
+# the rest (the mutant catalogue, the nested pytest runs, the wheel venvs) and none of the fast tier's tests
+tier() {   # a tier with no test in what "$@" selects (exit 5) is no failure
+    local rc=0
+    "$@" || rc=$?
+    if [ "$rc" != 0 ] && [ "$rc" != 5 ]; then exit "$rc"; fi
+}
+tier .venv/bin/python -m pytest -p no:cacheprovider -n 2 tests -m "not full" "$@"
+tier .venv/bin/python -m pytest -p no:cacheprovider -n 2 tests -m full "$@"
 # the hostile layers again without a sandbox: every defence but the sandbox's own (test_sandbox.py) holds without one
 PYTEST_ADDOPTS="--sandbox off" .venv/bin/python -m pytest -p no:cacheprovider -n 2 tests/hostile \
     --ignore tests/hostile/test_sandbox.py "$@"

@@ -53,6 +53,7 @@ def test_stop_gradient_ste_agrees_with_custom_vjp(jax_session):
     assert np.array_equal(ADAPTER.numpy(g_a), ct.astype(np.float32))
 
 
+@pytest.mark.full   # about 16 s on a loaded 2-core machine
 def test_rngs_are_supplied_and_rng_state_is_left_out(jax_session):
     records = check_all(contract("rmsnorm"), f"{LAYERS}:RMSNormWithRngs", "jax", session=jax_session)
     assert all(r["outcome"] in ("passed", "skipped") for r in records.values()), records
@@ -172,6 +173,7 @@ def test_global_x64_switch_is_restored_and_reported(jax_session):
 
 
 # -- compiled calls: the adapter traces and compiles whole calls, and runs eagerly what does not trace ------
+@pytest.mark.full   # every check, compiled and eager: about 30 s on a loaded 2-core machine
 def test_a_layer_that_does_not_trace_gets_the_eager_verdicts(jax_session):
     """Forward checks pass as for RMSNorm (run eagerly); differentiating fails as it does eagerly:
     jax.vjp itself traces the layer with abstract values."""

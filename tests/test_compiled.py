@@ -29,6 +29,7 @@ MUTANTS = [
 ]
 
 
+@pytest.mark.full   # a catalogue of compiled mutants
 @pytest.mark.parametrize("framework,contract,impl,fragment", MUTANTS, ids=[m[0] for m in MUTANTS])
 def test_compiled_mutant_is_caught_through_an_executor(sessions, framework, contract, impl, fragment):
     rec = _run(sessions, framework, contract, impl)

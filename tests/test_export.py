@@ -108,6 +108,7 @@ def _stat(pid: str):
 
 @pytest.mark.skipif(not _has("tensorflow"), reason="tensorflow not installed")
 class TestKeras:
+    @pytest.mark.full   # both Keras formats saved and loaded in a fresh process: about 20 s
     def test_keras_file_and_savedmodel(self, session):
         rec = _export(session, "rmsnorm", "layer_conformance.reference_impls.tensorflow.rmsnorm:IMPL", "tensorflow")
         assert rec["outcome"] == "passed", rec

@@ -182,6 +182,7 @@ def test_every_hint_has_a_mutant_and_a_near_miss():
     assert not unknown, f"rows for hints the registry does not have: {sorted(unknown)}"
 
 
+@pytest.mark.full   # a catalogue: 62 cases, about 4 minutes of the fast tier's time on a loaded 2-core machine
 @pytest.mark.parametrize("case", CASES, ids=[_ids(c) for c in CASES])
 def test_hint_on_mutant_and_not_on_near_miss(session, case):
     hint_id, fw, contract, check, mutant, near, *dtype = case

@@ -32,6 +32,7 @@ MUTANTS = [
 ]
 
 
+@pytest.mark.full   # a catalogue of mixed-precision mutants, each in every framework's session
 @pytest.mark.parametrize("framework,impl,fragments", MUTANTS, ids=[m[1].rpartition(":")[2] for m in MUTANTS])
 def test_variables_in_the_compute_dtype_are_caught(sessions, framework, impl, fragments):
     rec = _run(sessions, framework, "rmsnorm", impl)

@@ -29,6 +29,7 @@ def _run(sessions, framework, impl, dtype, check):
     return run_check(ctx, check)
 
 
+@pytest.mark.full   # a catalogue of precision mutants (test_the_bundled_layer_passes_where_the_mutants_fail stays fast)
 @pytest.mark.parametrize("framework,impl,dtype,check,cause", CASES,
                          ids=[f"{c[0]}-{c[1].rpartition(':')[2]}-{c[2]}" for c in CASES])
 def test_failure_names_the_precision_the_layer_computes_at(sessions, framework, impl, dtype, check, cause):

@@ -41,6 +41,7 @@ def _all_pass(records):
             assert r["message"] and "does not implement" not in r["message"], (k, r)
 
 
+@pytest.mark.full   # every check of every zoo layer: about 2 minutes on a loaded 2-core machine
 @pytest.mark.parametrize("framework,impl,state_map", FIXED_PRECISION, ids=[f"{f}-{i.rpartition(':')[2]}"
                                                                            for f, i, _ in FIXED_PRECISION])
 def test_fixed_precision_rmsnorm_passes_every_check(sessions, framework, impl, state_map):
