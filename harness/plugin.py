@@ -154,7 +154,7 @@ JUDGE_MODULES = (
     "signal", "site", "subprocess", "tempfile", "textwrap", "threading", "importlib.machinery",
     "_pytest.junitxml", "_pytest.mark", "_pytest.mark.expression",
     *(f"layer_conformance.{m}" for m in (
-        "binding", "checks", "checks.applicable", "checks.base", "checks.blame", "checks.common", "checks.mistakes",
+        "binding", "check_catalog", "checks", "checks.applicable", "checks.base", "checks.blame", "checks.common", "checks.mistakes",
         "checks.properties", "compare", "contract", "dtypes", "errors", "executor", "executor.client",
         "executor.session", "executor.wire", "frameworks", "gate", "gate.expectations", "gate.hooks", "inputs",
         "hookspecs", "lane", "nodeids", "outputs", "outputs.base", "outputs.html", "outputs.json", "outputs.junit",
