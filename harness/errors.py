@@ -26,7 +26,7 @@ def unexpected_error(exc: BaseException) -> str:
 def raised_in_adapter(exc: BaseException) -> bool:
     """Whether the harness's own adapter code raised ``exc`` on its own: the deepest frame is in the
     adapters, and no frame of the code under test is on the way there (a layer that calls into adapter
-    code to raise "unsupported" from there is still the layer raising)."""
+    code to raise NotApplicable from there is still the layer raising)."""
     frames = traceback.extract_tb(exc.__traceback__)
     if not frames:
         return False
@@ -45,7 +45,7 @@ def raised_by_harness(exc: BaseException) -> str | None:
     """'Type: message (at file:line in function)' where the innermost frame outside installed packages and the
     standard library is the harness's own (it raised, or a framework raised on its call, with no code under test
     below it); None where the code under test is below, and for a method an adapter does not implement (the
-    caller leaves out the adapters' other deliberate answer, ``Unsupported``)."""
+    caller leaves out the adapters' other deliberate answer, ``NotApplicable``)."""
     if isinstance(exc, NotImplementedError):
         return None
     frames = [f for f in traceback.extract_tb(exc.__traceback__)

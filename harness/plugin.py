@@ -428,15 +428,15 @@ class ConformanceRun:
         """(check, why it can never run there, or None) for each check of a target node, decided from the contract
         (a bundled target in a framework the contract is not for, then layer_conformance.checks.applicable)."""
         from .checks import PER_DTYPE
-        from .checks.applicable import not_applicable
-        whole = contract.not_applicable(target.framework) if target.bundled or not target.impl else None
+        from .checks.applicable import contract_says
         for check in self.checks:
             if dtype is not None and check not in PER_DTYPE:
                 continue
-            if not target.impl or whole:
-                yield check, f"not applicable in {target.framework}: {whole}"
-            else:
-                yield check, not_applicable(contract, check, target.framework)
+            said = contract_says(contract, check, target.framework, whole_framework=target.bundled or not target.impl)
+            if not target.impl and not (said and said["not_applicable"]):   # (a contract that did not load)
+                said = {"not_applicable": True, "message": f"not applicable in {target.framework}: None"}
+            # n/a only: a check the contract skips (checks.<id>.skip) is collected, and the runner skips it
+            yield check, said["message"] if said and said["not_applicable"] else None
 
     def not_applicable(self) -> list[Record]:
         """The n/a records of the checks that are never collected: the matrix shows them, with their reason."""
@@ -669,7 +669,8 @@ class ConformanceItem(pytest.Item):
         verdict.pop("check")
         self._record(**verdict)   # the runner's verdict: outcome, message and the record's other fields
         if self.record.outcome in ("skipped", "blocked"):
-            pytest.skip(self.record.message)
+            # pytest's skip line (-rs) says n/a as the table does, from the record's one n/a field
+            pytest.skip(f"n/a: {self.record.message}" if self.record.status() == "n/a" else self.record.message)
         if self.record.outcome != "passed":
             raise CheckFailed(self.record.message)
 

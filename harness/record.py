@@ -35,7 +35,7 @@ class Record:
     nodeid: str = ""
     details: dict | None = None      # what the check measured (largest error, tolerances, notes)
     blocked_by: str = ""             # outcome blocked: the check that names the mistake
-    not_applicable: bool = False     # skipped because the contract or the framework has no such check
+    not_applicable: bool = False     # skipped as n/a (NotApplicable), ``message`` the reason: the one n/a field
     unavailable: bool = False        # skipped because the device is not present here
     usage_error: bool = False        # the binding does not fit its layer (the run exits 4)
     not_run: bool = False            # planned, never reported (an interrupted run)
@@ -110,6 +110,21 @@ class Record:
     def coerce(cls, rec) -> "Record":
         """A record, or its JSON form (a results document's ``results`` entries)."""
         return rec if isinstance(rec, cls) else cls.from_json(rec)
+
+
+class NotApplicable(Exception):
+    """The one way to say "this check does not apply here, because REASON", end to end: adapters (the framework
+    lacks the mechanism), checks (this layer has no such thing) and the contract's keys (``checks.applicable``)
+    all raise or return it; the executor's wire carries it as its one ``not_applicable`` field; the runner
+    records it as outcome ``skipped`` with ``not_applicable`` true and ``message`` the reason; every view shows
+    that record as n/a with the message. Defined here, in the leaf module, so that the executor's side and the
+    judge's side import it without importing a framework or each other.
+
+    Not a plain skip (``checks.CheckSkipped``, a record with ``not_applicable`` false): see the comment there."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
 
 
 _ALWAYS = (set(KEY) - set(OPTIONAL_KEY)) | {"outcome", "message"}

@@ -50,8 +50,8 @@ def run_check(ctx: CheckContext, check: str, timeout: float | None = None) -> di
     The code under test runs in ``ctx.session``'s executors; the limits are enforced from outside (the
     executor is killed at the deadline).
     """
-    from .adapters.base import Unsupported
-    from .checks.applicable import not_applicable
+    from .record import NotApplicable
+    from .checks.applicable import contract_says
     from .executor import CheckTimeout, ExecutorLost, RemoteError
     rec: dict = {"check": check}
     if timeout is None:
@@ -67,19 +67,15 @@ def run_check(ctx: CheckContext, check: str, timeout: float | None = None) -> di
             rec.update(outcome="skipped", message="runs in the cpu column; the cuda column checks the "
                                                   "move to the GPU and output parity with cpu")
             return rec
-        reason = ctx.contract.skip_reason(check)
-        if reason:
-            rec.update(outcome="skipped", message=reason)
-            return rec
-        reason = not_applicable(ctx.contract, check, ctx.adapter.name)
-        if reason:
-            rec.update(outcome="skipped", message=reason, not_applicable=True)
+        said = contract_says(ctx.contract, check, ctx.adapter.name)  # n/a, or checks.<id>.skip
+        if said:
+            rec.update(said)
             return rec
         with _isolation(ctx, notes, timeout):
             try:
                 details = CHECKS[check](ctx)
             except (CheckFailed, Exception) as exc:
-                if isinstance(exc, (CheckSkipped, Unsupported, ExecutorLost)) or _out_of_memory(exc) \
+                if isinstance(exc, (CheckSkipped, NotApplicable, ExecutorLost)) or _out_of_memory(exc) \
                         or getattr(exc, "origin", None) == "reference":
                     raise
                 missing = missing_dependency(exc)
@@ -111,10 +107,10 @@ def run_check(ctx: CheckContext, check: str, timeout: float | None = None) -> di
         else:
             rec.update(outcome="error", message=f"{exc.message} while running {check}; the check is lost, "
                                                 f"a fresh executor runs the next one")
-    except (CheckSkipped, Unsupported) as exc:
-        rec.update(outcome="skipped", message=getattr(exc, "reason", None) or str(exc))
-        if isinstance(exc, Unsupported) or exc.not_applicable:
-            rec["not_applicable"] = True
+    except NotApplicable as exc:  # the one n/a: its one record form (layer_conformance.record.NotApplicable)
+        rec.update(outcome="skipped", message=exc.reason, not_applicable=True)
+    except CheckSkipped as exc:   # a skip that is not n/a (see checks.base)
+        rec.update(outcome="skipped", message=exc.reason)
     except CheckFailed as exc:
         rec.update(outcome="failed", message=exc.message, details=_jsonable(exc.details))
     except RemoteError as exc:

@@ -73,7 +73,7 @@ def test_patching_the_harness_in_its_process_changes_no_verdict(tmp_path):
 
 @pytest.mark.parametrize("attacker,fragment", [
     ("RaisesCheckSkipped", "CheckSkipped: not applicable, honestly"),
-    ("RaisesUnsupported", "Unsupported: this framework cannot do that"),
+    ("RaisesUnsupported", "NotApplicable: this framework cannot do that"),
     ("CallsPytestSkip", "Skipped: nothing to see here"),
     ("SysExitZero", "SystemExit: 0"),
 ])

@@ -13,9 +13,9 @@ import inspect
 from typing import Any, Callable
 
 
-class Unsupported(Exception):
-    """The framework lacks the mechanism a check needs: the check is "n/a" with this reason.
-    The one way an adapter says so; the runner turns it into a skip."""
+# the one n/a exception (layer_conformance.record): an adapter raises it where the framework lacks the mechanism
+# a check needs, with the reason; the runner records it as n/a
+from ..record import NotApplicable  # noqa: F401  (re-exported: every adapter imports it from here)
 
 
 def construct(factory, kwargs: dict):
@@ -238,7 +238,7 @@ class Adapter:
     def compile(self, fn, layer, compiler: str):
         """``fn`` (the layer, or the function as ``as_callable`` gives it; ``layer`` None for a
         function) under ``compiler``: an opaque object for ``compiled_call``/``compiled_vjp``
-        that counts its traces. Raise ``Unsupported`` where the mechanism cannot hold it."""
+        that counts its traces. Raise ``NotApplicable`` where the mechanism cannot hold it."""
         raise NotImplementedError
 
     def compiled_call(self, compiled, inputs: list, training: bool = False):
@@ -285,7 +285,7 @@ class Adapter:
 
     def to_dtype(self, layer, dtype: str):
         """A copy of the layer with its floating state in ``dtype`` (a contract's ``dtypes``), or None
-        where the framework cannot cast it; a function (not a layer) as it is. Raise ``Unsupported``
+        where the framework cannot cast it; a function (not a layer) as it is. Raise ``NotApplicable``
         for a dtype the framework does not have."""
         return None
 
@@ -296,8 +296,8 @@ class Adapter:
         words, "variables": the dtype variables must keep, "compute": the 16-bit dtype computed in,
         "output": the dtype the output must have, or None where the mechanism does not fix it,
         "states_compute": the layer reports its compute dtype (Keras ``compute_dtype``), "isolated": applying
-        it changes the process for good (run in a fresh one)}, or {"policy": name, "unsupported": why}.
-        Raises Unsupported when the framework has none for ``obj``."""
+        it changes the process for good (run in a fresh one)}, or {"policy": name, "not_applicable": why}.
+        Raises NotApplicable when the framework has none for ``obj``."""
         raise NotImplementedError
 
     def mixed_precision_run(self, impl, constructor, inputs: list, policy: str, assign=None, cotangent=None,
@@ -314,13 +314,13 @@ class Adapter:
     # -- export: the framework's own whole-layer formats (the ``export`` check) -------------------
     def export_formats(self, obj) -> list[str]:
         """The framework's whole-layer save formats that can hold ``obj`` (a built layer, or a function
-        contract's callable), in the order the export check runs them. Raises Unsupported when none can."""
+        contract's callable), in the order the export check runs them. Raises NotApplicable when none can."""
         raise NotImplementedError
 
     def export_save(self, obj, fmt: str, examples: list, path: str) -> dict:
         """Save ``obj`` whole in format ``fmt`` into the new directory ``path``, traced on each input list
         of ``examples`` where the format is a traced program. Returns plain notes; ``gradients`` says what
-        the format keeps of the backward ("kept", or why not). Raises Unsupported where the format
+        the format keeps of the backward ("kept", or why not). Raises NotApplicable where the format
         cannot hold ``obj`` (the framework's reason)."""
         raise NotImplementedError
 

@@ -23,7 +23,7 @@ import numpy as np
 import flax
 from flax import nnx, serialization
 
-from .base import Adapter, Unsupported, import_spec
+from .base import Adapter, NotApplicable, import_spec
 from .walk import walk_attributes
 
 _MODULE_INTERNALS = frozenset(vars(nnx.Module()))
@@ -427,7 +427,7 @@ class FrameworkAdapter(Adapter):
 
     def mixed_precision_policies(self, obj, function=False):
         if function or not inspect.isclass(obj):
-            raise Unsupported("flax's dtype/param_dtype are a Module's constructor arguments; a function computes "
+            raise NotApplicable("flax's dtype/param_dtype are a Module's constructor arguments; a function computes "
                               "in its inputs' dtypes")
         try:
             params = inspect.signature(obj.__init__).parameters
@@ -435,7 +435,7 @@ class FrameworkAdapter(Adapter):
             params = {}
         missing = [a for a in ("dtype", "param_dtype") if a not in params]
         if missing:
-            raise Unsupported(f"the constructor takes no {' or '.join(missing)} argument (flax.nnx's convention "
+            raise NotApplicable(f"the constructor takes no {' or '.join(missing)} argument (flax.nnx's convention "
                               f"for mixed precision: params created in param_dtype, computed in dtype)")
         return [{"policy": self._MIXED, "variables": "float32", "compute": "bfloat16", "output": "bfloat16"}]
 
@@ -546,7 +546,7 @@ class FrameworkAdapter(Adapter):
                         exported = export.export(jax.jit(fn))(*shapes)
                     except (jax.errors.UnexpectedTracerError, jax.errors.ConcretizationTypeError) as exc:
                         # what the harness's own calls do with it too: such a function runs eagerly only
-                        raise Unsupported("jax.export holds programs traced with abstract inputs, and this one "
+                        raise NotApplicable("jax.export holds programs traced with abstract inputs, and this one "
                                           "cannot be traced that way: " + str(exc).splitlines()[0]) from None
                     # vjp_order=1: without it the deserialized program has no VJP at all
                     blob = exported.serialize(vjp_order=1)
@@ -559,7 +559,7 @@ class FrameworkAdapter(Adapter):
             with open(os.path.join(path, "layer.pkl"), "wb") as f:
                 pickle.dump((graphdef, jax.tree.map(_to_numpy_keeping_keys, state)), f)
             return {"gradients": "kept"}
-        raise Unsupported(f"{fmt} is not a JAX format")
+        raise NotApplicable(f"{fmt} is not a JAX format")
 
     def export_load(self, fmt, path, impl_spec=None, constructor=None, examples=None):
         import glob
@@ -587,7 +587,7 @@ class FrameworkAdapter(Adapter):
                 layer = nnx.merge(graphdef, jax.tree.map(_from_numpy_keeping_keys, state,
                                                          is_leaf=lambda v: isinstance(v, _KeyData)))
             return layer, layer
-        raise Unsupported(f"{fmt} is not a JAX format")
+        raise NotApplicable(f"{fmt} is not a JAX format")
 
 
 class _KeyData:

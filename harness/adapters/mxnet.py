@@ -28,7 +28,7 @@ _apply_shim()
 import mxnet as mx  # noqa: E402
 from mxnet import autograd, gluon  # noqa: E402
 
-from .base import Adapter, Unsupported, import_spec  # noqa: E402
+from .base import Adapter, NotApplicable, import_spec  # noqa: E402
 from .walk import walk_attributes  # noqa: E402
 
 # Bookkeeping attributes of every Block (registered state lives in them).
@@ -59,7 +59,7 @@ def _array(value, ctx=None, dtype=None):
     """An array of the kind the process uses (``mx.np`` after npx.set_np, else ``mx.nd``)."""
     value = np.asarray(value)
     if value.dtype.name in _NO_DTYPE:
-        raise Unsupported(_NO_DTYPE[value.dtype.name])
+        raise NotApplicable(_NO_DTYPE[value.dtype.name])
     if value.ndim == 0 and not mx.util.is_np_shape():
         # legacy operators read shape () as "unknown" and refuse it; their scalar is shape (1,),
         # the shape nd.sum returns
@@ -339,12 +339,12 @@ class FrameworkAdapter(Adapter):
         return grad.copy()
 
     def jvp(self, fn, layer, inputs, tangents):
-        raise Unsupported("MXNet 1.9.1 has no forward-mode differentiation (autograd is reverse mode only)")
+        raise NotApplicable("MXNet 1.9.1 has no forward-mode differentiation (autograd is reverse mode only)")
 
     def hvp(self, fn, layer, inputs, wrt, cotangent, directions):
         # measured: autograd.grad(create_graph=True) through an autograd.Function gives a gradient
         # outside the graph ("There are no inputs in computation graph that require gradients")
-        raise Unsupported("MXNet 1.9.1 cannot differentiate twice through autograd.Function (its backward "
+        raise NotApplicable("MXNet 1.9.1 cannot differentiate twice through autograd.Function (its backward "
                            "is not recorded) and many backward operators register no gradient")
 
     # -- the compiler --------------------------------------------------------------------------
@@ -353,10 +353,10 @@ class FrameworkAdapter(Adapter):
 
     def compile(self, fn, layer, compiler):
         if layer is None:
-            raise Unsupported("an autograd.Function runs imperatively on NDArrays: MXNet 1.9.1 cannot place it "
+            raise NotApplicable("an autograd.Function runs imperatively on NDArrays: MXNet 1.9.1 cannot place it "
                               "in a hybridized graph, so a function contract has nothing to hybridize")
         if not isinstance(layer, gluon.HybridBlock):
-            raise Unsupported(f"{type(layer).__name__} is a gluon Block, not a HybridBlock: only a HybridBlock's "
+            raise NotApplicable(f"{type(layer).__name__} is a gluon Block, not a HybridBlock: only a HybridBlock's "
                               f"hybrid_forward compiles to a graph (hybridize() on a Block hybridizes only its "
                               f"HybridBlock children)")
         return _Hybridized(layer)
@@ -384,14 +384,14 @@ class FrameworkAdapter(Adapter):
 
     def to_dtype(self, layer, dtype):
         if dtype in _NO_DTYPE:
-            raise Unsupported(_NO_DTYPE[dtype])
+            raise NotApplicable(_NO_DTYPE[dtype])
         if not isinstance(layer, gluon.Block):
             return layer
         dense = []
         layer.apply(lambda b: dense.append(b) if isinstance(b, gluon.nn.Dense) else None)
         if dtype == "float16" and dense and all(c.device_type == "cpu" for d in dense
                                                 for p in d.collect_params().values() for c in _contexts(p)):
-            raise Unsupported("MXNet 1.9.1's FullyConnected (gluon.nn.Dense) runs in float16 only through "
+            raise NotApplicable("MXNet 1.9.1's FullyConnected (gluon.nn.Dense) runs in float16 only through "
                               "cuDNN, not on the CPU")
         # a hybridized block's cached op holds ctypes pointers that cannot be copied; it is
         # rebuilt on the next call
@@ -414,9 +414,9 @@ class FrameworkAdapter(Adapter):
     def mixed_precision_policies(self, obj, function=False):
         return [{"policy": name, "variables": "float32", "compute": compute, "output": None, "isolated": True}
                 for name, compute in self._AMP.items()] + [
-            {"policy": "Block.cast('float16')", "unsupported": "it casts the parameters themselves (no float32 "
+            {"policy": "Block.cast('float16')", "not_applicable": "it casts the parameters themselves (no float32 "
              "master weights are kept): whole-model 16-bit, not mixed precision"},
-            {"policy": "a dtype policy (Keras-style)", "unsupported": "Gluon 1.x has none outside AMP"}]
+            {"policy": "a dtype policy (Keras-style)", "not_applicable": "Gluon 1.x has none outside AMP"}]
 
     def mixed_precision_run(self, impl, constructor, inputs, policy, assign=None, cotangent=None, wrt=()):
         from mxnet.contrib import amp
@@ -455,13 +455,13 @@ class FrameworkAdapter(Adapter):
         if isinstance(obj, gluon.HybridBlock):
             return ["gluon.export"]
         if isinstance(obj, gluon.Block):
-            raise Unsupported("a gluon Block (not a HybridBlock) has no symbolic graph: Gluon 1.9.1 saves a whole "
+            raise NotApplicable("a gluon Block (not a HybridBlock) has no symbolic graph: Gluon 1.9.1 saves a whole "
                               "layer only through HybridBlock.hybridize() + export")
-        raise Unsupported("an autograd.Function runs imperatively only: Gluon 1.9.1 has no format that saves it")
+        raise NotApplicable("an autograd.Function runs imperatively only: Gluon 1.9.1 has no format that saves it")
 
     def export_save(self, obj, fmt, examples, path):
         if fmt != "gluon.export":
-            raise Unsupported(f"{fmt} is not a Gluon format")
+            raise NotApplicable(f"{fmt} is not a Gluon format")
         os.makedirs(path, exist_ok=True)
         obj.hybridize()
         with autograd.predict_mode():
@@ -471,7 +471,7 @@ class FrameworkAdapter(Adapter):
 
     def export_load(self, fmt, path, impl_spec=None, constructor=None, examples=None):
         if fmt != "gluon.export":
-            raise Unsupported(f"{fmt} is not a Gluon format")
+            raise NotApplicable(f"{fmt} is not a Gluon format")
         symbol, params = os.path.join(path, "layer-symbol.json"), os.path.join(path, "layer-0000.params")
         # the graph's inputs are its arguments that the parameter file does not hold
         held = {k.split(":", 1)[-1] for k in mx.nd.load(params)}
@@ -498,7 +498,7 @@ class _Hybridized:
 
 
 def _probe_bfloat16(wait_s: float = 60.0) -> None:
-    """Raise Unsupported where this CPU cannot run AMP's bfloat16 operators (FullyConnected, Convolution,
+    """Raise NotApplicable where this CPU cannot run AMP's bfloat16 operators (FullyConnected, Convolution,
     forward and backward): oneDNN runs bfloat16 only with bfloat16 instructions (AVX512-BF16, AMX), and
     where it picks AMX tiles that the kernel has not granted to the process, the process dies of SIGILL.
     The probe runs in a child process, so that a CPU's failure, crash included, is never the layer's.
@@ -543,9 +543,9 @@ def _probe_bfloat16(wait_s: float = 60.0) -> None:
         os.kill(pid, signal.SIGKILL)
     _, status = os.waitpid(pid, 0)
     if not left:
-        raise Unsupported(f"MXNet's bfloat16 operators did not finish on this CPU in {wait_s:.0f} s")
+        raise NotApplicable(f"MXNet's bfloat16 operators did not finish on this CPU in {wait_s:.0f} s")
     if os.WIFSIGNALED(status):
-        raise Unsupported(f"MXNet's bfloat16 operators kill the process on this CPU "
+        raise NotApplicable(f"MXNet's bfloat16 operators kill the process on this CPU "
                           f"({signal.Signals(os.WTERMSIG(status)).name}): its oneDNN cannot run them here")
     if os.WEXITSTATUS(status) != 0:
-        raise Unsupported(f"this CPU has no bfloat16 kernels for MXNet's oneDNN ({said.decode(errors='replace')})")
+        raise NotApplicable(f"this CPU has no bfloat16 kernels for MXNet's oneDNN ({said.decode(errors='replace')})")

@@ -16,7 +16,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")  # the adapter drives Keras
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from .base import Adapter, Unsupported, import_spec  # noqa: E402
+from .base import Adapter, NotApplicable, import_spec  # noqa: E402
 from .walk import walk_attributes  # noqa: E402
 
 
@@ -351,7 +351,7 @@ class FrameworkAdapter(Adapter):
                 except Exception as exc:
                     notes["without_option"] = f"saving failed: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
             return notes
-        raise Unsupported(f"{fmt} is not a TensorFlow/Keras format")
+        raise NotApplicable(f"{fmt} is not a TensorFlow/Keras format")
 
     def export_load(self, fmt, path, impl_spec=None, constructor=None, examples=None):
         if fmt == "keras":
@@ -363,14 +363,14 @@ class FrameworkAdapter(Adapter):
             # TensorFlow alone: a SavedModel is a graph and needs no Python class
             loaded = tf.saved_model.load(os.path.join(path, fmt))
             return _Loaded(loaded), None
-        raise Unsupported(f"{fmt} is not a TensorFlow/Keras format")
+        raise NotApplicable(f"{fmt} is not a TensorFlow/Keras format")
 
     # -- mixed precision (the mixed_precision check) -------------------------------------------
     _POLICIES = {"mixed_float16": "float16", "mixed_bfloat16": "bfloat16"}
 
     def mixed_precision_policies(self, obj, function=False):
         if function or not (inspect.isclass(obj) and issubclass(obj, keras.layers.Layer)):
-            raise Unsupported("a Keras dtype policy belongs to a layer; a function computes in its inputs' dtypes")
+            raise NotApplicable("a Keras dtype policy belongs to a layer; a function computes in its inputs' dtypes")
         return [{"policy": name, "variables": "float32", "compute": compute, "output": compute,
                  "states_compute": True} for name, compute in self._POLICIES.items()]
 

@@ -12,7 +12,7 @@ import types
 import numpy as np
 import torch
 
-from .base import Adapter, Unsupported, import_spec
+from .base import Adapter, NotApplicable, import_spec
 from .walk import walk_attributes
 
 
@@ -420,7 +420,7 @@ class FrameworkAdapter(Adapter):
         if fmt == "state_dict":
             torch.save(module.state_dict(), os.path.join(path, "state.pt"))
             return {"gradients": "kept"}
-        raise Unsupported(f"{fmt} is not a torch format")
+        raise NotApplicable(f"{fmt} is not a torch format")
 
     def export_load(self, fmt, path, impl_spec=None, constructor=None, examples=None):
         import os
@@ -447,7 +447,7 @@ class FrameworkAdapter(Adapter):
             module = self.build(self.construct(impl, constructor or {}), examples[0])
             module.load_state_dict(torch.load(os.path.join(path, "state.pt"), weights_only=True), strict=True)
             return module, module
-        raise Unsupported(f"{fmt} is not a torch format")
+        raise NotApplicable(f"{fmt} is not a torch format")
 
 
 

@@ -1,7 +1,7 @@
 """The checks. Each is a function of a CheckContext, written once for every framework.
 
-It returns None or a dict of details (passed), raises CheckFailed (failed) or CheckSkipped;
-the adapter's ``Unsupported`` becomes "n/a" in the runner.
+It returns None or a dict of details (passed), raises CheckFailed (failed), ``NotApplicable`` (n/a, as an
+adapter does: ``layer_conformance.record.NotApplicable``) or CheckSkipped (a skip that is not n/a: ``checks.base``).
 To add a check: write ``check_<id>`` in the module for its area and declare it in
 ``layer_conformance.check_catalog.CATALOG``, where everything the harness knows of a check is said once;
 the tables below are derived from it.

@@ -5,6 +5,12 @@ results file and the HTML report still show its cell as n/a with the reason give
 the same question first, so a check run another way (``--check`` on such a contract, the harness's unit
 tests) says the same words. What depends on the layer or the machine (a second device, a framework's
 mechanism) is decided by the check itself, and is a skip of an item that exists.
+
+``contract_says`` is the one mapping from the contract's keys to records (docs/contracts.md, "Not applicable,
+and skips"): ``frameworks.<fw>.not_applicable``, a section's ``{not_applicable: why}`` (``compiled``, ``export``,
+``mixed_precision``), ``native.<fw>.none`` and what the contract leaves out are n/a (outcome skipped,
+``not_applicable`` true, the reason the message: ``layer_conformance.record.NotApplicable``'s record form);
+``checks.<id>.skip`` is a skip that is not n/a (``not_applicable`` false; why the two differ: ``checks.base``).
 """
 from __future__ import annotations
 
@@ -65,7 +71,23 @@ _RULES = {
 }
 
 
-def not_applicable(contract, check: str, framework: str) -> str | None:
-    """Why ``check`` can never run for ``contract`` in ``framework``, or None where it can."""
+def not_applicable(contract, check: str, framework: str, whole_framework: bool = False) -> str | None:
+    """Why ``check`` can never run for ``contract`` in ``framework``, or None where it can. ``whole_framework``:
+    ``frameworks.<fw>.not_applicable`` counts too (a bundled target: a user's own layer in that framework runs)."""
+    whole = contract.not_applicable(framework) if whole_framework else None
+    if whole:
+        return f"not applicable in {framework}: {whole}"
     rule = _RULES.get(check)
     return rule(contract, framework) if rule else None
+
+
+def contract_says(contract, check: str, framework: str, whole_framework: bool = False) -> dict | None:
+    """The record fields (outcome, message, not_applicable) for what the contract's keys alone make of ``check``
+    in ``framework``, or None where they let it run: n/a first (it can never run), then ``checks.<id>.skip``."""
+    reason = not_applicable(contract, check, framework, whole_framework)
+    if reason:
+        return {"outcome": "skipped", "message": reason, "not_applicable": True}
+    reason = contract.skip_reason(check)
+    if reason:
+        return {"outcome": "skipped", "message": reason, "not_applicable": False}
+    return None

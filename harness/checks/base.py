@@ -8,6 +8,7 @@ import numpy as np
 
 from ..dtypes import is_floating, np_dtype
 from .. import inputs as inputs_mod
+from ..record import NotApplicable
 
 
 class CheckFailed(AssertionError):
@@ -19,11 +20,18 @@ class CheckFailed(AssertionError):
         self.details = details
 
 
+# Two ideas, two names, two record forms. n/a (``NotApplicable``; record: skipped, ``not_applicable`` true) says
+# the check has no meaning here: the framework lacks the mechanism, the layer has no such thing, the contract says
+# so. A plain skip (``CheckSkipped``; record: skipped, ``not_applicable`` false; ``unavailable`` true for a
+# missing device) says the check means something here and was not run: the contract author opted out
+# (``checks.<id>.skip``), the machine lacks a device, the harness's adapter lacks a method. A skip is a hole in
+# what was checked, n/a is not, which is why the views show them apart and they never share a name.
 class CheckSkipped(Exception):
-    def __init__(self, reason: str, not_applicable: bool = False):
+    """A skip that is not n/a (see the comment above): the check applies, and was not run, because ``reason``."""
+
+    def __init__(self, reason: str):
         super().__init__(reason)
         self.reason = reason
-        self.not_applicable = not_applicable
 
 
 def type_name(obj) -> str:
@@ -133,7 +141,7 @@ class CheckContext:
             return layer
         cast = self.adapter.to_dtype(layer, self.dtype)
         if cast is None:
-            raise CheckSkipped(f"{self.adapter.name} cannot cast this layer to {self.dtype}", not_applicable=True)
+            raise NotApplicable(f"{self.adapter.name} cannot cast this layer to {self.dtype}")
         return cast
 
     def callable(self, layer):

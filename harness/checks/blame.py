@@ -100,13 +100,13 @@ def failure_kind(exc: BaseException) -> frozenset:
 def _failure(ctx, check: str) -> BaseException | None:
     """``check``'s failure in ``ctx`` (CheckFailed, or what the layer raised), None where it does not fail."""
     from . import CHECKS
-    from .applicable import not_applicable
-    from ..adapters.base import Unsupported
-    if ctx.contract.skip_reason(check) or not_applicable(ctx.contract, check, ctx.adapter.name):
+    from .applicable import contract_says
+    from ..record import NotApplicable
+    if contract_says(ctx.contract, check, ctx.adapter.name):  # n/a or skipped by the contract
         return None
     try:
         CHECKS[check](ctx)
-    except (CheckSkipped, CheckBlocked, Unsupported):
+    except (CheckSkipped, CheckBlocked, NotApplicable):
         return None
     except Exception as exc:
         return None if getattr(exc, "origin", None) == "reference" else exc
@@ -145,8 +145,8 @@ def blocker_for(ctx, check: str, exc: BaseException) -> CheckBlocked | None:
     except (CheckSkipped, CheckFailed):
         findings = []
     except Exception as built:  # a fresh layer cannot be built or read: ``parameters`` (which builds one) says so
-        from ..adapters.base import Unsupported   # (not `as exc`: Python unbinds that name after the block)
-        findings = [] if isinstance(built, Unsupported) or ctx.contract.skip_reason("parameters") else \
+        from ..record import NotApplicable   # (not `as exc`: Python unbinds that name after the block)
+        findings = [] if isinstance(built, NotApplicable) or ctx.contract.skip_reason("parameters") else \
             [Finding("parameters", "a fresh layer cannot be built")]
     if check in ("parameters", "buffers"):
         findings = []   # they name state mistakes themselves; what they report is theirs

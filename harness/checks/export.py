@@ -24,6 +24,7 @@ from .. import inputs as inputs_mod
 from ..compare import describe_mismatch, tolerance
 from ..errors import missing_dependency
 from .base import CheckFailed, CheckSkipped, unexpected_error
+from ..record import NotApplicable
 from .mistakes import HINTS, hint
 
 # What usually breaks each format, in the framework's words (said after the framework's own error): the
@@ -79,8 +80,8 @@ def check_export(ctx):
         left_out = [f for f in formats if f not in wanted]
         formats = [f for f in formats if f in wanted]
         if not formats:
-            raise CheckSkipped(f"the contract limits export to {', '.join(wanted)}, none of which is a "
-                               f"{adapter.name} format (left out: {', '.join(left_out)})", not_applicable=True)
+            raise NotApplicable(f"the contract limits export to {', '.join(wanted)}, none of which is a "
+                                f"{adapter.name} format (left out: {', '.join(left_out)})")
 
     cases = [(case["name"], ctx.case_inputs(case), case) for case in contract.cases]
     examples, seen = [], set()
@@ -110,7 +111,7 @@ def check_export(ctx):
                 except CheckSkipped:
                     raise
                 except Exception as exc:
-                    if type(exc).__name__ == "Unsupported":
+                    if isinstance(exc, NotApplicable):
                         outcome[fmt] = f"skipped: {exc}"
                         continue
                     if missing_dependency(exc):
@@ -147,7 +148,7 @@ def check_export(ctx):
     if problems:
         raise CheckFailed("; ".join(problems), **details)
     if all(v.startswith("skipped") for v in outcome.values()):
-        raise CheckSkipped("; ".join(f"{f}: {v[len('skipped: '):]}" for f, v in outcome.items()), not_applicable=True)
+        raise NotApplicable("; ".join(f"{f}: {v[len('skipped: '):]}" for f, v in outcome.items()))
     return details
 
 
@@ -200,7 +201,7 @@ class _FreshSide:
         try:
             fn, loaded = fresh.export_load(fmt, path, ctx.impl_spec, ctx.constructor_args(), self.examples)
         except Exception as exc:
-            return ("skipped" if type(exc).__name__ == "Unsupported" else "load failed", exc)
+            return ("skipped" if isinstance(exc, NotApplicable) else "load failed", exc)
         runs = []
         for name, inputs, case in self.cases:
             try:

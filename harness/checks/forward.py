@@ -13,7 +13,7 @@ from ..dtypes import is_floating, np_dtype
 from .. import inputs as inputs_mod
 from ..compare import describe_mismatch
 from .base import CheckFailed, CheckSkipped, unexpected_error
-from ..adapters.base import Unsupported
+from ..record import NotApplicable
 from .optional import call_adapter
 
 _EXACT_UP_TO = 256  # outputs up to this size get the full J t; larger ones random projections
@@ -47,7 +47,7 @@ def check_forward_mode(ctx):
     def push(layer, x, t, what):
         try:
             return call_adapter(ctx, "jvp", ctx.callable(layer), layer, x, t)
-        except (CheckSkipped, Unsupported):
+        except (CheckSkipped, NotApplicable):
             raise
         except Exception as exc:
             raise CheckFailed(f"forward-mode differentiation {what} raised {unexpected_error(exc)}") from exc

@@ -17,7 +17,7 @@ import tempfile
 
 from .. import inputs as inputs_mod
 from .base import CheckFailed, CheckSkipped, unexpected_error
-from ..adapters.base import Unsupported
+from ..record import NotApplicable
 from .optional import call_adapter, require
 
 
@@ -39,7 +39,7 @@ def _refuses_altered_state(ctx, problems, details):
     saved = call_adapter(ctx, "export_state", full)
     try:
         call_adapter(ctx, "load_state", ctx.new_layer(), saved, strict=True)
-    except (CheckSkipped, Unsupported):
+    except (CheckSkipped, NotApplicable):
         raise
     except Exception as exc:
         raise CheckFailed(f"the layer's own saved state does not load strictly into a fresh instance: "
@@ -54,7 +54,7 @@ def _refuses_altered_state(ctx, problems, details):
         altered = call_adapter(ctx, "alter_saved", full, saved, **change)
         try:
             call_adapter(ctx, "load_state", ctx.new_layer(), altered, strict=True)
-        except (CheckSkipped, Unsupported):
+        except (CheckSkipped, NotApplicable):
             raise
         except Exception as exc:
             details.setdefault(f"{direction}_slot_errors", []).append(_describe(exc))
@@ -106,7 +106,7 @@ def check_strict_loading(ctx):
         saved = call_adapter(ctx, "export_state", source)
         try:
             call_adapter(ctx, "load_state", target(), saved, strict=True)
-        except (CheckSkipped, Unsupported):
+        except (CheckSkipped, NotApplicable):
             raise
         except Exception as exc:
             details[f"{direction}_slot_error"] = _describe(exc)

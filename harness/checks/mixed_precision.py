@@ -49,15 +49,15 @@ def check_mixed_precision(ctx):
     from .. import inputs as inputs_mod
     adapter, contract = ctx.adapter, ctx.contract
     fw = adapter.name
-    policies = adapter.mixed_precision_policies(ctx.impl, ctx.is_function)  # raises Unsupported (n/a) where there is none
+    policies = adapter.mixed_precision_policies(ctx.impl, ctx.is_function)  # raises NotApplicable (n/a) where there is none
     details: dict = {"policies": {}}
-    runnable = [p for p in policies if "unsupported" not in p]
+    runnable = [p for p in policies if "not_applicable" not in p]
     for p in policies:
-        if "unsupported" in p:
-            details["policies"][p["policy"]] = f"n/a: {p['unsupported']}"
+        if "not_applicable" in p:
+            details["policies"][p["policy"]] = f"n/a: {p['not_applicable']}"
     if not runnable:
-        from ..adapters.base import Unsupported
-        raise Unsupported("; ".join(f"{p['policy']}: {p['unsupported']}" for p in policies))
+        from ..record import NotApplicable
+        raise NotApplicable("; ".join(f"{p['policy']}: {p['not_applicable']}" for p in policies))
 
     case = contract.cases[0]
     inputs = ctx.case_inputs(case)
@@ -97,8 +97,8 @@ def check_mixed_precision(ctx):
         except (CheckSkipped, CheckFailed):
             raise
         except Exception as exc:
-            from ..adapters.base import Unsupported
-            if isinstance(exc, Unsupported) or getattr(exc, "type_name", "") == "Unsupported":
+            from ..record import NotApplicable
+            if isinstance(exc, NotApplicable):
                 details["policies"][name] = f"n/a: {exc}"
                 continue
             problems.append(f"under {name}: the layer raises {unexpected_error(exc)}")
@@ -111,8 +111,8 @@ def check_mixed_precision(ctx):
     if problems:
         raise CheckFailed(problems.text(), **details)
     if not any(isinstance(v, dict) for v in details["policies"].values()):
-        from ..adapters.base import Unsupported
-        raise Unsupported("; ".join(f"{k}: {v}" for k, v in details["policies"].items()))
+        from ..record import NotApplicable
+        raise NotApplicable("; ".join(f"{k}: {v}" for k, v in details["policies"].items()))
     return details
 
 

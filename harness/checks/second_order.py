@@ -16,7 +16,7 @@ from ..dtypes import is_floating
 from .. import inputs as inputs_mod
 from ..compare import describe_mismatch
 from .base import CheckFailed, CheckSkipped, unexpected_error
-from ..adapters.base import Unsupported
+from ..record import NotApplicable
 from .optional import call_adapter
 from .mistakes import hint
 
@@ -56,7 +56,7 @@ def check_second_order(ctx):
         kw = {**contract.constructor, **state}
         try:
             got = call_adapter(ctx, "hvp", ctx.callable(layer), layer, inputs, idx, g, v)
-        except (CheckSkipped, Unsupported):
+        except (CheckSkipped, NotApplicable):
             raise
         except Exception as exc:
             raised.setdefault(unexpected_error(exc), []).append(repr(case["name"]))

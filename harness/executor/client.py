@@ -455,9 +455,9 @@ class Executor:
             # an answer to an older request (or a forged one) is never taken for this one
         if "raised" in msg:
             info = msg["raised"]
-            if info.get("unsupported"):
-                from ..adapters.base import Unsupported
-                raise Unsupported(info["unsupported"])
+            if info.get("not_applicable"):  # the adapter said n/a there (server.Server._describe)
+                from ..record import NotApplicable
+                raise NotApplicable(info["not_applicable"])
             raise RemoteError(info, origin=self.role)
         return wire.decode(msg["ok"], self._object_of)
 

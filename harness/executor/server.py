@@ -340,15 +340,18 @@ class Server:
 
     def _describe(self, exc: BaseException) -> dict:
         from layer_conformance.errors import missing_dependency, note_harness_error, raised_in_adapter, unexpected_error
-        from layer_conformance.adapters.base import Unsupported
+        from layer_conformance.record import NotApplicable
         # a method whose exception is the answer a check asks for (a strict load refusing a bad state) is left out
         refusals = getattr(getattr(self, "adapter", None), "refusals", ())
-        if not isinstance(exc, Unsupported) and self.calling not in refusals:
+        if not isinstance(exc, NotApplicable) and self.calling not in refusals:
             note_harness_error(exc)
         own = raised_in_adapter(exc)  # the harness's adapter, not the layer, raised it
-        unsupported = (str(exc) or "unsupported") if isinstance(exc, Unsupported) and own else None
+        # the one field n/a crosses the boundary in: the reason, where the adapter itself said n/a (a layer that
+        # raises NotApplicable is the layer raising: a failure, whatever the type's name). ``in_adapter`` is not n/a:
+        # a method the adapter lacks, a skip (layer_conformance.checks.optional)
+        not_applicable = (str(exc) or "not applicable") if isinstance(exc, NotApplicable) and own else None
         return {"type": type(exc).__name__, "message": _text(exc), "text": unexpected_error(exc),
-                "unsupported": unsupported, "in_adapter": own and isinstance(exc, NotImplementedError),
+                "not_applicable": not_applicable, "in_adapter": own and isinstance(exc, NotImplementedError),
                 "missing_dependency": missing_dependency(exc)}
 
     def hello(self) -> dict:

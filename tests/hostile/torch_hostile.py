@@ -98,17 +98,17 @@ class OffByTwo(_Base):
 
 
 class RaisesCheckSkipped(_Base):
-    """Raises the harness's own skip exception to turn every check into "n/a"."""
+    """Raises the harness's own skip exception to turn every check into a skip."""
     def forward(self, X):
         from layer_conformance.checks import CheckSkipped
-        raise CheckSkipped("not applicable, honestly", not_applicable=True)
+        raise CheckSkipped("not applicable, honestly")
 
 
 class RaisesUnsupported(_Base):
-    """Raises the adapters' own "unsupported" from the layer's code."""
+    """Raises the harness's one n/a exception (what an adapter raises) from the layer's code."""
     def forward(self, X):
-        from layer_conformance.adapters.base import Unsupported
-        raise Unsupported("this framework cannot do that")
+        from layer_conformance.record import NotApplicable
+        raise NotApplicable("this framework cannot do that")
 
 
 class CallsPytestSkip(_Base):
