@@ -36,6 +36,7 @@ import json
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -307,6 +308,23 @@ def boundary(framework: str, contract: str = "rmsnorm", repeats=3) -> dict:
 
 # --- report ------------------------------------------------------------------------------------
 
+def _importable(checkout: Path, scratch: Path) -> Path:
+    """Where a run of ``checkout``'s own code starts (its PYTHONPATH and directory). A commit from before the
+    installed package's name (``layer_conformance``) is imported as ``harness`` from the checkout itself; a later
+    one is assembled as setup.py maps it (harness/ is the package, reference_impls/ and specs/ inside it) in
+    ``scratch``, which comes before the editable install of this checkout on sys.path."""
+    if not (checkout / "setup.py").exists() or "layer_conformance" not in (checkout / "setup.py").read_text():
+        return checkout
+    package = scratch / "layer_conformance"
+    shutil.copytree(checkout / "harness", package, symlinks=True)
+    shutil.copytree(checkout / "reference_impls", package / "reference_impls", symlinks=True)
+    shutil.copytree(checkout / "specs", package / "specs", symlinks=True)
+    for extra in ("tests", "conftest.py", "pyproject.toml"):   # the bundled matrix's own configuration, if any
+        if (checkout / extra).exists():
+            os.symlink(checkout / extra, scratch / extra)
+    return scratch
+
+
 def against(rev: str, frameworks: list[str], rounds: int) -> dict:
     """The bundled matrix of this checkout and of commit ``rev`` (a temporary git worktree), run in turn,
     ``rounds`` times each with -n 0 and -n 2: medians, and this checkout's time as a ratio of rev's."""
@@ -316,12 +334,13 @@ def against(rev: str, frameworks: list[str], rounds: int) -> dict:
         other = Path(tmp) / "rev"
         subprocess.run(["git", "worktree", "add", "--detach", str(other), rev], cwd=ROOT, check=True,
                        capture_output=True)
+        rev_root = _importable(other, Path(tmp) / "rev-package")
         rev_lacks_dtypes = "--dtype" not in (other / "harness" / "plugin.py").read_text()
         out["this_args"] = "--dtype float32" if rev_lacks_dtypes else ""
         try:
             walls: dict = {}
             for _ in range(rounds):
-                for label, root in (("this", ROOT), ("rev", other)):
+                for label, root in (("this", ROOT), ("rev", rev_root)):
                     for workers in ("0", "2"):
                         with tempfile.TemporaryDirectory() as scratch:
                             # this checkout in the cases' own dtypes only, like a commit from before dtypes
