@@ -42,9 +42,37 @@ class Lane:
             self.plan([i for i in item.session.items if hasattr(i, "check")])
 
     def verdict(self, item):
-        """(``item.compute(lane session)``, seconds it took), computed on the lane; what it raised is raised here."""
-        self._items.setdefault((item.parent.nodeid, item.check), item)
-        return self._submit(item.parent.nodeid, item.check).result()
+        """(``item.compute(session)``, seconds it took); what it raised is raised here. Computed on the lane or,
+        while the main thread waits for it (the main thread is done with the other checks, the lane still has a
+        queue), on the main thread's own executors: the main thread takes the queue's last job the lane has not
+        begun, so that both cores work on the queue. The same verdict either way."""
+        key = (item.parent.nodeid, item.check)
+        self._items.setdefault(key, item)
+        job = self._submit(*key)
+        while not job.done():
+            if job.cancel():  # not begun: computed here
+                return self._here(key).result()
+            if not self._take_last():
+                break
+        return job.result()
+
+    def _take_last(self) -> bool:
+        """The last queued job the lane has not begun, computed on the main thread (False: none left)."""
+        for key in reversed(list(self._jobs)):
+            if not self._jobs[key].done() and self._jobs[key].cancel():
+                self._here(key)
+                return True
+        return False
+
+    def _here(self, key) -> Future:
+        """The job ``key`` (cancelled on the lane) computed on the main thread's executors."""
+        done: Future = Future()
+        try:
+            done.set_result(_timed(self._items[key].compute, None))
+        except Exception as exc:  # raised when its item comes (UsageProblem, LoadFailed)
+            done.set_exception(exc)
+        self._jobs[key] = done
+        return done
 
     def _submit(self, target: str, check: str) -> Future:
         key = (target, check)

@@ -219,11 +219,16 @@ class JudgeImportGuard:
         return None
 
 
-def _judge_first():
-    """Before any user code runs: import what the judge may need, then guard the names it imports."""
-    import importlib
+def _guard_imports():
+    """The judge imports the names of GUARDED and the standard library from the installation only."""
     if not any(isinstance(f, JudgeImportGuard) for f in sys.meta_path):
         sys.meta_path.insert(0, JudgeImportGuard())
+
+
+def _judge_first():
+    """Before any user code runs: guard the names the judge imports, then import what it may need."""
+    import importlib
+    _guard_imports()
     for name in JUDGE_MODULES:
         try:
             importlib.import_module(name)
@@ -306,18 +311,30 @@ class ConformanceRun:
             self.sandbox = sandbox_mod.configure(config.getoption("sandbox"))
         except sandbox_mod.Unavailable as exc:
             raise pytest.UsageError(str(exc)) from None
-        # the judge before user code: what it may import is imported, and the files it decides by are read and
-        # hashed, before the detection below imports any layer (in an executor, which may write files)
-        _judge_first()
+        # The judge before user code: its imports guarded, and the files it decides by read and hashed, before
+        # any executor starts (one imports from the current directory, which code under test may write to); what
+        # the judge may import is imported before the detection below imports any layer.
+        _guard_imports()
         try:
             expectations = config.getoption("expectations", None) or config.getini("conformance_expectations")
         except ValueError:   # the gate's options are not registered
             expectations = None
         self.inputs = targets_mod.read_inputs(contracts, bindings, expectations or None)
         try:
-            state_map = targets_mod.parse_state_map(option(config, "state_map", "conformance_state_map"))
             self.pythons = targets_mod.parse_pythons(option(config, "executor_python", "conformance_executor_python"),
                                                      str(config.rootpath))
+        except targets_mod.UsageError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        self.runs_checks = not (_is_worker(config) or config.getoption("numprocesses", None)
+                                or config.option.collectonly)
+        if self.runs_checks and frameworks:
+            # frameworks named on the command line: their zygotes (each a framework import, and no user code)
+            # start now, so that the import overlaps the judge's own imports, validation and collection
+            self.session.prestart(sorted(dict.fromkeys(f for f in frameworks if f in FRAMEWORKS), key=start_rank),
+                                  forks=False)
+        _judge_first()
+        try:
+            state_map = targets_mod.parse_state_map(option(config, "state_map", "conformance_state_map"))
             arg_map = targets_mod.parse_arg_map(option(config, "arg_map", "conformance_arg_map"))
             self.compile_backend = option(config, "compile_backend", "conformance_compile_backend") or None
             changed_since = config.getoption("changed_since")
@@ -333,12 +350,7 @@ class ConformanceRun:
         changed = self.inputs.changed()   # written by a layer while detection imported it
         if changed:
             raise pytest.UsageError("\n".join(changed))
-        specs: dict = {}
-        for t in self.targets:
-            specs.setdefault(t.framework, set()).add(t.impl)
-        # each implementation after a framework's first runs in a process forked from its zygote
-        self.several = {fw for fw, impls in specs.items() if len(impls) > 1}
-        if not (_is_worker(config) or config.getoption("numprocesses", None) or config.option.collectonly):
+        if self.runs_checks:
             # this process runs every check: its executors start now on a background thread, in the order the
             # targets need them, so that a framework's import overlaps validation, collection and earlier checks
             self.session.prestart(sorted(dict.fromkeys(t.framework for t in self.targets), key=start_rank))
@@ -393,9 +405,6 @@ class ConformanceRun:
             limit = self.config.getoption("memory_limit")
             self._session = Session(self.pythons, DEFAULT_MEMORY_LIMIT_GIB if limit is None else limit,
                                     self.config.getoption("sandbox"))
-            from .checks import FRESH_PROCESS
-            self._session.needs_fresh = bool(set(FRESH_PROCESS) & set(self.checks))
-            self._session.several = getattr(self, "several", set())
         return self._session
 
     def close(self):

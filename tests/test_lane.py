@@ -64,12 +64,16 @@ class _Node:
 
 
 class _Item:
-    def __init__(self, framework, name, check, ran):
+    def __init__(self, framework, name, check, ran, seconds=0.0):
         self.parent, self.check, self.nodeid, self._ran = _Node(framework, name), check, f"{name}::{check}", ran
+        self.seconds = seconds
 
     def compute(self, session):
-        self._ran.append(self.nodeid)
-        return {"check": self.check, "outcome": "passed"}
+        import threading
+        import time
+        time.sleep(self.seconds)
+        self._ran.append((threading.current_thread().name, self.nodeid))
+        return {"check": self.check, "outcome": "passed", "node": self.nodeid}
 
 
 def test_the_lane_takes_the_frameworks_the_main_thread_runs_last_first():
@@ -86,6 +90,27 @@ def test_the_lane_takes_the_frameworks_the_main_thread_runs_last_first():
         if item.check != "values":
             lane.verdict(item)
     lane.close()
-    assert len(ran) == 12 and all("::values" not in n for n in ran)  # only the lane's checks, each once
-    ranks = [start_rank(n.split("-")[0]) for n in ran]
-    assert ranks == sorted(ranks, reverse=True), ran
+    assert len(ran) == 12 and all("::values" not in n for _, n in ran)  # only the lane's checks, each once
+    assert len({n for _, n in ran}) == 12
+    on_lane = [start_rank(n.split("-")[0]) for thread, n in ran if thread.startswith("conformance-lane")]
+    assert on_lane == sorted(on_lane, reverse=True), ran
+
+
+def test_the_main_thread_waiting_for_the_lane_takes_the_queues_last_jobs():
+    """Both cores on the queue: while the main thread waits for a job the lane is running, it computes the
+    last jobs the lane has not begun on its own executors; each item still gets its own verdict, once."""
+    import threading
+    from layer_conformance.lane import Lane
+    from layer_conformance.plugin import start_rank
+    ran = []
+    items = [_Item("torch", f"torch-{n}", "compiled", ran, seconds=0.05) for n in range(8)]
+    lane = Lane(_Session(), ["compiled"], start_rank)
+    lane.plan(items)
+    verdicts = [lane.verdict(item)[0]["node"] for item in items]
+    lane.close()
+    assert verdicts == [item.nodeid for item in items]
+    assert sorted(n for _, n in ran) == sorted(item.nodeid for item in items)  # each computed once
+    main = [n for thread, n in ran if thread == threading.main_thread().name]
+    lane_ran = [n for thread, n in ran if thread.startswith("conformance-lane")]
+    assert main and lane_ran, ran
+    assert items[-1].nodeid in main  # taken from the back of the queue

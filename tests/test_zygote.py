@@ -157,52 +157,50 @@ def test_a_preloaded_module_another_version_lacks_is_left_out(monkeypatch):
         server._import_or_call(["no_such_module_in_any_torch"])
 
 
-@pytest.fixture
-def session_with_fresh():
-    s = Session()
-    s.needs_fresh = True  # as the plugin sets it for a run that includes export or mixed_precision
-    yield s
-    s.close()
-
-
 def _ppid(pid):
     with open(f"/proc/{pid}/status") as f:
         return int(next(line.split()[1] for line in f if line.startswith("PPid:")))
 
 
-def test_in_a_run_with_fresh_processes_the_native_executor_forks_the_zygote(session_with_fresh):
-    """The zygote costs a fork of the native executor at its start (after the imports, before any operation),
-    not a framework import of its own; fresh executors are forked from it as from any zygote."""
-    session = session_with_fresh
-    session.adapter("torch")
-    native, zygote = session.native["torch"], session.zygotes["torch"]
-    with session.fresh_adapter("torch") as fresh:
-        child = fresh._executor
-        assert _ppid(zygote.pid) == native.pid  # forked by the native executor, not started by the judge
-        assert _eval(child, "__import__('os').getppid()") == _own_pid(zygote)
-        assert _eval(child, "'torch._dynamo' in __import__('sys').modules") is True
-        assert _eval(zygote, "'layer_conformance.adapters.torch' in __import__('sys').modules") is True
-        assert fresh.numpy(fresh.tensor(__import__("numpy").ones(3))).sum() == 3.0
-    # the native executor went on to start as usual after the fork, and serves
-    assert native.hello["name"] == "torch"
-    assert _eval(native, "__import__('torch').ones(2).sum().item()") == 2.0
-    # a zygote that died is replaced by a process of its own (the native forks one only at its first start)
+def test_a_run_imports_the_framework_once_in_its_zygote(session):
+    """The zygote is the one process of the framework the judge starts: the layer and native executors are its
+    forks, each as fresh as a process started then; a zygote that died is replaced, and a new target's layer
+    executor is forked from the new one."""
+    adapter = session.adapter("torch")
+    layer, native, zygote = session.layer["torch"], session.native["torch"], session.zygotes["torch"]
+    assert _started_by_judge(zygote.pid)
+    for forked in (layer, native):
+        assert _eval(forked, "__import__('os').getppid()") == _own_pid(zygote), forked.role
+    assert len({layer.pid, native.pid, zygote.pid}) == 3
+    assert adapter.name == "torch" and _eval(native, "__import__('torch').ones(2).sum().item()") == 2.0
+    # what the layer executor does stays in it
+    _eval(layer, "__import__('sys').modules.setdefault('planted_by_the_layer', object())")
+    assert _eval(zygote, "'planted_by_the_layer' in __import__('sys').modules") is False
+    assert _eval(native, "'planted_by_the_layer' in __import__('sys').modules") is False
     os.kill(zygote.pid, 9)
-    with session.fresh_adapter("torch") as fresh:
-        assert _eval(fresh._executor, "__import__('os').getppid()") == _own_pid(session.zygotes["torch"])
-    assert _started_by_judge(session.zygotes["torch"].pid)
+    layer.kill()  # as a new target's load does
+    layer.ensure()
+    assert _eval(layer, "__import__('os').getppid()") == _own_pid(session.zygotes["torch"])
     assert zygote.started == 2
 
 
-def test_a_zygote_the_native_executor_forked_serves_only_the_token(session_with_fresh):
-    session = session_with_fresh
-    native = session._executor(session.native, "native", "torch")
-    native.start()
-    offer = native.take_zygote()
-    assert offer is not None and native.take_zygote() is None  # taken once
-    port = int(offer["spec"].split(":")[1].split("/")[0])
-    intruder = socket.create_connection(("127.0.0.1", port), timeout=10)
-    intruder.sendall(repr("clientsock.sendall(b'ran')").encode() + b"\n")
-    assert intruder.recv(3) == b""  # closed without running it
-    intruder.close()
-    os.kill(_host(native, offer["pid"]), 9)
+def test_the_zygote_imports_the_compilers_modules_while_it_waits(session):
+    """After its first forks the zygote imports ``preloaded_when_idle`` (what a first torch.compile imports,
+    0.7 s of each target's compiled check otherwise), so that a later target's executor has them; the
+    executors forked before it are served at once and import what they need themselves."""
+    from layer_conformance.adapters.torch import FrameworkAdapter
+    wanted = list(FrameworkAdapter.preloaded_when_idle)
+    assert wanted
+    session.adapter("torch")
+    zygote = session.zygotes["torch"]
+    deadline = time.monotonic() + 60
+    while _eval(zygote, f"[m for m in {wanted!r} if m not in __import__('sys').modules]"):
+        assert time.monotonic() < deadline, "the zygote never imported its idle modules"
+        time.sleep(0.2)
+    with session.fresh_adapter("torch") as fresh:
+        assert _eval(fresh._executor, f"[m for m in {wanted!r} if m not in __import__('sys').modules]") == []
+
+
+def test_a_module_the_zygote_cannot_import_while_idle_is_no_error(monkeypatch):
+    from layer_conformance.executor import server
+    server._import_idle("no_such_module_in_any_torch")  # only a saving: nothing raised

@@ -50,6 +50,10 @@ class Adapter:
     gpu_device: str = "cuda"  # this framework's name for the first CUDA device
     settled_by: tuple = ()    # "module" or "module:attr" (called): the framework's own first-use patches (see executor)
     preloaded: tuple = ()     # framework modules a fresh executor's loaders import on first use (the zygote has them)
+    # framework modules a process imports on its first compilation (torch.compile: 0.7 s of a forked executor's
+    # first compile): the zygote imports them while it waits, after the run's first forks, so that each later
+    # target's executor has them without delaying the first
+    preloaded_when_idle: tuple = ()
     # whether every compiler of ``compilers`` traces anew for every new input shape, by design (tf.function
     # without reduce_retracing, jax.jit): the compiled check then tries one new batch size, since a second
     # can only repeat what the first showed (torch's automatic dynamic shapes recompiles once, then reuses)

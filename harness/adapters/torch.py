@@ -48,6 +48,10 @@ class FrameworkAdapter(Adapter):
                  "torch._functorch.partitioners", "torch._export.passes.add_runtime_assertions_for_constraints_pass",
                  "torch.export._trace", "torch.export._unlift", "sympy.combinatorics", "sympy.tensor.tensor",
                  "torch._inductor.sizevars", "torch.fx.experimental.validator", "torch.utils.serialization")
+    preloaded_when_idle = ("torch._dynamo.backends.debugging", "torch._functorch.compilers",
+                           "torch._inductor.decomposition", "torch._inductor.lowering",
+                           "torch._inductor.fx_passes.joint_graph", "torch._dynamo.repro.after_aot",
+                           "torch._inductor.scheduler", "torch._inductor.codegen.wrapper")
 
     def owns(self, obj) -> bool:
         if inspect.isclass(obj):

@@ -184,22 +184,18 @@ def stderr_tail(executors) -> str:
 class Executor:
     """One executor process: a framework's (``role`` "layer", "native", "fresh" or "zygote"), or numpy-only
     ("reference"). With ``zygote`` (a "zygote" executor: the framework imported, nothing else), the process
-    is forked from it instead of started, and reached through an execnet socket gateway."""
+    is forked from it instead of started, and reached through an execnet socket gateway: a run imports each
+    framework once, in its zygote."""
 
     def __init__(self, role: str, framework: str | None = None, python: str | None = None,
                  memory_limit_gib: float | None = None, zygote: Executor | None = None,
-                 forked_by: Executor | None = None, sandbox: str | None = None):
+                 sandbox: str | None = None):
         self.role, self.framework = role, framework
         # (--sandbox) the namespaces and cgroup this executor's processes run in (sandbox.py)
         self.sandbox = sandboxing.sandbox(sandbox or sandboxing.MODE)
         self.group = None  # this process's cgroup, where there is one: killed with it
         self.host_pid: int | None = None  # its pid as the judge sees it (in its own PID namespace it is 1)
         self.zygote = zygote
-        # (a "zygote") the native executor that forked it at its start, where it did (see bear_zygote);
-        # otherwise the zygote is a process of its own
-        self.forked_by = forked_by
-        self.zygote_token: str | None = None  # (a "native") sent at its first start: it forks the zygote then
-        self.zygote_offer: dict | None = None  # (a "native") the zygote it forked, until the zygote executor takes it
         self.forked_pid: int | None = None
         self.python = python or sys.executable
         self.memory_limit_gib = memory_limit_gib
@@ -254,10 +250,9 @@ class Executor:
         self._close_stacks()
         self.stacks, stack_file = tempfile.mkstemp(prefix="conformance-stack-")
         stderr_file = self.stderr.open()
-        token, self.zygote_token = self.zygote_token, None  # one zygote, from the first start only
         self.channel.send({"path": path, "cwd": os.getcwd(), "framework": self.framework, "role": self.role,
                            "memory_limit_gib": self.memory_limit_gib, "stack_file": stack_file,
-                           "stderr_file": stderr_file, "zygote_token": token,
+                           "stderr_file": stderr_file,
                            "sandbox": self.sandbox.describe() if self.sandbox.namespaces else None})
         self.started += 1
         self.handles.clear()
@@ -272,40 +267,12 @@ class Executor:
         self.hello = msg["hello"]
         self._find_host_pid()
         self._limit_from_outside()
-        forked = self.hello.get("zygote")
-        if token and isinstance(forked, dict) and isinstance(forked.get("port"), int):
-            self.zygote_offer = {"spec": f"socket=127.0.0.1:{forked['port']}//id={token}", "pid": forked.get("pid")}
-
-    def bear_zygote(self):
-        """(A "native" executor not started yet.) Have it fork the zygote at its start, right after importing
-        what the zygote imports and before running anything: the zygote then costs a fork, not a framework
-        import of its own (the run's other zygote-less executors are unchanged)."""
-        import secrets
-        if self.channel is None and self.starting is None:
-            self.zygote_token = secrets.token_hex(16)
-
-    def take_zygote(self) -> dict | None:
-        """(A "native" executor.) The zygote it forked at its start, once: {"spec", "pid"}, or None."""
-        self._join()
-        self.zygote_token = None  # not started yet: it forks none (nobody would take it)
-        offer, self.zygote_offer = self.zygote_offer, None
-        return offer
 
     def _gateway(self, execnet):
-        """The execnet gateway to a new process: forked by the zygote (a fresh executor), the zygote that the
-        native executor forked (a zygote, where there is one), or a process started now."""
+        """The execnet gateway to a new process: forked by the zygote, or (the zygote, the reference and probe
+        executors) a process started now."""
         if self.zygote is not None:
             return execnet.makegateway(self._fork())
-        offer = self.forked_by.take_zygote() if self.forked_by is not None else None
-        if offer is not None:
-            self.forked_pid = offer["pid"]
-            self._forked_in(self.forked_by.pid)
-            try:
-                return execnet.makegateway(offer["spec"])
-            except Exception:  # it is gone (its wait for the judge ran out, or it was killed): start one
-                with contextlib.suppress(Exception):
-                    os.kill(offer["pid"], signal.SIGKILL)
-                self.forked_pid = None
         reads = [os.getcwd()] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p] + sys.path \
             + _package_dirs()
         return execnet.makegateway(f"popen//python={self.sandbox.command(self.python, self.role, reads)}")
@@ -331,7 +298,7 @@ class Executor:
         return f"socket=127.0.0.1:{forked['port']}//id={token}"
 
     def _forked_in(self, parent: int | None):
-        """A process forked by ``parent`` (the zygote, or the native executor that forked the zygote): its pid as
+        """A process forked by ``parent`` (the zygote): its pid as
         the judge sees it, and its own cgroup, before it runs anything (it waits for the judge's connection)."""
         if self.sandbox.namespaces and parent:
             self.host_pid = sandboxing.host_pid(parent, self.forked_pid)

@@ -202,9 +202,9 @@ class Sandbox:
         the directories it imports from (those under /tmp stay visible)."""
         if not self.namespaces:
             return python
-        # the zygote and the native executor (which forks the zygote) stay reachable over loopback; they run
-        # no code under test, and what the zygote forks leaves the network once connected
-        net = role not in ("zygote", "native")
+        # the zygote stays reachable over loopback; it runs no code under test, and what it forks leaves the
+        # network once connected
+        net = role != "zygote"
         program = shlex.split(python)
         kept = kept_under_tmp(list(reads) + [os.path.dirname(os.path.dirname(os.path.abspath(program[0])))])
         return shlex.join(_prefix(_unshare(), shared_dir(), net, kept) + program)

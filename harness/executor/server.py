@@ -221,15 +221,7 @@ class Server:
         # the processes that run the code under test note the files it loads (a fresh one: all it runs is that)
         self.reads = FileRecorder() if self.role in ("layer", "fresh") else None
         self.adapter = None
-        self.zygote = None
-        if config.get("zygote_token") and self.role == "native" and self.framework:
-            # The run needs fresh processes. This process has imported nothing but the harness, and has run
-            # nothing: it imports what a zygote imports and forks the zygote now, before its adapter runs the
-            # framework's first operation (thread pools a fork would not carry), instead of another process
-            # importing the framework again. The zygote serves only the judge's connection with the token.
-            _preload(self.framework)
-            self.zygote = _fork_listening(config["zygote_token"], channel)
-        if config.get("stack_file"):  # after the fork: the zygote has no descriptor of this process's file
+        if config.get("stack_file"):
             # at a timeout the judge asks for every thread's stack (SIGUSR2) before it kills this process, to
             # say where the layer hung; the dump is written from the signal handler, in C, even while Python
             # is stuck in a call
@@ -310,9 +302,13 @@ class Server:
     # -- requests ----------------------------------------------------------------------------
     def loop(self):
         self.channel.send({"hello": self.hello()})
+        idle = _when_idle(self.framework) if self.role == "zygote" else []
         while True:
             try:
-                msg = self.channel.receive()
+                msg = self.channel.receive(IDLE_WAIT if idle else None)
+            except self.channel.TimeoutError:
+                _import_idle(idle.pop(0))
+                continue
             except EOFError:
                 return
             if msg is None:
@@ -362,8 +358,6 @@ class Server:
             out.update(name=a.name, cpu_device=a.cpu_device, gpu_device=a.gpu_device,
                        retraces_per_shape=a.retraces_per_shape, parameter_type=a.parameter_type,
                        implements=[m for m in dir(Adapter) if not m.startswith("_") and a.implements(m)])
-        if self.zygote is not None:
-            out["zygote"] = self.zygote
         out["sandbox"] = _sandbox_seen(self.sandbox)
         return out
 
@@ -569,6 +563,27 @@ def _preload(framework: str) -> None:
     module = importlib.import_module(f"layer_conformance.adapters.{framework}")
     # a module another version of the framework lacks: its executors import what they need then
     _import_or_call(getattr(module.FrameworkAdapter, "preloaded", ()), missing_ok=True)
+    # the wire's bfloat16 (harness/executor/wire.py): 0.5 s of its own import, once per run rather than once
+    # per target in every forked process that meets a bfloat16 array (JAX and TensorFlow import it anyway)
+    _import_or_call(["ml_dtypes"], missing_ok=True)
+
+
+IDLE_WAIT = 0.05  # seconds without a request after which the zygote imports its next module
+
+
+def _when_idle(framework: str) -> list:
+    """(The zygote.) What it imports while no request waits: ``Adapter.preloaded_when_idle``."""
+    module = sys.modules.get(f"layer_conformance.adapters.{framework}")
+    return list(getattr(getattr(module, "FrameworkAdapter", None), "preloaded_when_idle", ()))
+
+
+def _import_idle(name: str) -> None:
+    """One module, imported only as a saving: one that fails (another version of the framework lacks it, or
+    it needs a library not installed) is left to the processes that need it, and is no error here."""
+    try:
+        importlib.import_module(name)
+    except Exception:
+        pass
 
 
 _ENDED: dict = {}  # (the zygote) pid -> wait status of children collected before the judge asked how they ended

@@ -1,10 +1,11 @@
-"""The judge's executors for one run: per framework one for the layers under test, one for the
-framework's native layers and, where checks need fresh processes, a zygote that forks them; and one
-numpy-only executor for the contracts' references.
+"""The judge's executors for one run: per framework a zygote, which imports the framework and runs
+nothing, and, forked from it, one executor for the layers under test, one for the framework's native
+layers and the fresh processes some checks need; and one numpy-only executor for the contracts' references.
 
-Each implementation under test gets a layer executor of its own: the first of a framework's is started,
-each later one is forked from the framework's zygote, so no process that ran one target's code runs
-another's. Within a target, what a module or a check changes in global state is undone and noted.
+A run imports each framework once, in its zygote: every other executor of the framework is a fork of it,
+as fresh as a process started then, without the seconds of the import. Each implementation under test gets
+a layer executor of its own, so no process that ran one target's code runs another's. Within a target, what
+a module or a check changes in global state is undone and noted.
 """
 from __future__ import annotations
 
@@ -42,9 +43,7 @@ class Session:
         self.current: dict = {}       # framework -> spec of the target its executor holds
         self.running: list[Executor] = []  # the current check's executors (its fresh ones stay, closed, to its end)
         self.stderr_tail = ""  # what the code under test wrote to stderr in the last check (bounded)
-        self.zygotes: dict[str, Executor] = {}  # framework -> the process fresh executors are forked from
-        self.needs_fresh = False      # the run's checks use fresh processes: zygotes start with the others
-        self.several: set = set()     # frameworks with more than one implementation planned: zygotes start early
+        self.zygotes: dict[str, Executor] = {}  # framework -> the process its other executors are forked from
         self.compiled_in: dict = {}   # (framework, spec) -> the target's own compilation cache directory
         self._cache_root = None
         self._native_generation = None
@@ -61,7 +60,7 @@ class Session:
         zygotes (they never run code under test) and each target's compilation cache directory (the same
         target's processes either way); it has no native executors (those checks use none)."""
         side = Session(self.pythons, self.memory_limit_gib, self.sandbox)
-        side.needs_fresh, side.owner, side.several = self.needs_fresh, self, self.several
+        side.owner = self
         side.zygotes, side.compiled_in = self.zygotes, self.compiled_in
         side._cache_root = self._cache_root_dir()
         return side
@@ -77,12 +76,9 @@ class Session:
 
     def _executor_unlocked(self, table, role, framework):
         if framework not in table:
-            # a run with fresh processes: the native executor forks the zygote as it starts (no import of its own)
-            forked_by = self.native.get(framework) if role == "zygote" and self.needs_fresh else None
+            zygote = None if role == "zygote" else self._executor_unlocked(self.zygotes, "zygote", framework)
             table[framework] = Executor(role, framework, self.pythons.get(framework), self.memory_limit_gib,
-                                        forked_by=forked_by, sandbox=self.sandbox)
-            if role == "native" and self.needs_fresh:
-                table[framework].bear_zygote()
+                                        zygote=zygote, sandbox=self.sandbox)
         return table[framework]
 
     @property
@@ -93,22 +89,19 @@ class Session:
         layer = self._executor(self.layer, "layer", framework)
         layer.ensure()
         if self.owner is not None:  # a lane: no native layers
-            if self.needs_fresh:
-                self._executor(self.zygotes, "zygote", framework).start_soon()
             return RemoteAdapter(layer, None)
         native = self._executor(self.native, "native", framework)
-        native.start_soon()  # most contracts have a native layer; its import overlaps the first checks
-        if self.needs_fresh:
-            self._executor(self.zygotes, "zygote", framework).start_soon()
+        native.start_soon()  # most contracts have a native layer; its fork overlaps the first checks
         return RemoteAdapter(layer, native)
 
-    def prestart(self, frameworks):
-        """Start the executors these frameworks need, in this order, on a background thread."""
+    def prestart(self, frameworks, forks: bool = True):
+        """Start the executors these frameworks need, in this order, on a background thread: each framework's
+        zygote (its import), then (``forks``) its layer and native executors."""
         for framework in frameworks:
+            self._executor(self.zygotes, "zygote", framework).start_soon()
+        for framework in frameworks if forks else ():
             self._executor(self.layer, "layer", framework).start_soon()
             self._executor(self.native, "native", framework).start_soon()
-            if self.needs_fresh or framework in self.several:
-                self._executor(self.zygotes, "zygote", framework).start_soon()
 
     def fresh_adapter(self, framework: str):
         """A context manager: an adapter on a brand-new executor that has imported nothing of the code
@@ -117,7 +110,7 @@ class Session:
 
         The process is forked from the framework's zygote, which imported the framework (and the modules
         its loaders need) and has run nothing: as fresh as a process started now, without the seconds of
-        its import. The zygote itself starts once per run."""
+        its import."""
         layer = self.layer.get(framework)
         return fresh_adapter(framework, self.pythons.get(framework), self.memory_limit_gib, sandbox=self.sandbox,
                              deadline=layer.deadline if layer is not None else None, running=self.running,
@@ -152,9 +145,6 @@ class Session:
             # framework's zygote (which has run no code under test), so that nothing one target patched,
             # started or left behind can reach the next one's verdict, whatever a fingerprint would see.
             ex.kill()
-            ex.zygote = self._executor(self.zygotes, "zygote", framework)
-        elif framework in self.several:
-            self._executor(self.zygotes, "zygote", framework).start_soon()  # ready by the next implementation
         ex.ensure()
         self.current[framework] = spec
         ex.deadline = time.monotonic() + LOAD_TIMEOUT
