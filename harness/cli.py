@@ -95,9 +95,22 @@ def _summary(args) -> int:
     return 0
 
 
+def _warm(args) -> int:
+    """The zygotes --keep-warm left running: listed, or (--stop) ended."""
+    from .executor import warm
+    import time
+    kept = warm.stop_all() if args.stop else warm.listing()
+    for z in kept:
+        print(f"{'ended' if args.stop else 'running'}: {z['framework']} zygote, pid {z['root_pid']}, started "
+              f"{time.strftime('%H:%M:%S', time.localtime(z['started'] or 0))}, waits {z['idle_s']:g} s for a run")
+    if not kept:
+        print("no zygote is kept running (--keep-warm keeps one)")
+    return 0
+
+
 def main(argv=None) -> int:
     from .results import ResultsFileError
-    parser = _Parser(prog="python -m layer_conformance", description="Layer conformance results: HTML report, merge, summary.")
+    parser = _Parser(prog="python -m layer_conformance", description="Layer conformance results: HTML report, merge, summary; kept zygotes: warm.")
     sub = parser.add_subparsers(dest="command", required=True)
     rep = sub.add_parser("report", help="write the self-contained HTML report of one or more results files")
     rep.add_argument("results", nargs="+", metavar="RESULTS.json")
@@ -116,9 +129,11 @@ def main(argv=None) -> int:
     mrg.add_argument("--html", metavar="OUT.html", help="also write the HTML report of the merged results")
     summ = sub.add_parser("summary", help="print the summary table (one row per target, one column per check)")
     summ.add_argument("results", nargs="+", metavar="RESULTS.json")
+    warm = sub.add_parser("warm", help="list the zygotes kept running by --keep-warm, or end them (--stop)")
+    warm.add_argument("--stop", action="store_true", help="end every kept zygote of this user")
     args = parser.parse_args(argv)
     try:
-        return {"report": _report, "merge": _merge, "summary": _summary}[args.command](args)
+        return {"report": _report, "merge": _merge, "summary": _summary, "warm": _warm}[args.command](args)
     except ResultsFileError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -53,6 +53,11 @@ def pytest_addoption(parser):
     g.addoption("--sandbox", choices=["auto", "require", "off"], default="auto",
                 help="run executors in Linux namespaces and a cgroup: auto (where they can be had), require (a usage "
                      "error where not), off")
+    g.addoption("--keep-warm", action="store_true", default=False,
+                help="keep each framework's zygote (its import, no user code) running after the run, for the next "
+                     "one (--keep-warm-for); `python -m layer_conformance warm --stop` ends them")
+    g.addoption("--keep-warm-for", type=_warm_seconds, default=None, metavar="SECONDS",
+                help="with --keep-warm: how long a kept zygote waits for the next run (default 600)")
     g.addoption("--check-timeout", type=_timeout_seconds, default=None, metavar="SECONDS",
                 help="per-check timeout (default: the contract's `timeout`, else 60 s)")
     g.addoption("--compile-backend", default=None, metavar="NAME",
@@ -89,6 +94,25 @@ def pytest_addoption(parser):
 
 def pytest_addhooks(pluginmanager):
     pluginmanager.add_hookspecs(hookspecs)   # pytest_conformance_verdict: the gate's verdict, asked once
+
+
+def _keep_warm(config) -> float | None:
+    """--keep-warm's seconds (None: nothing outlives the run)."""
+    from .executor.warm import DEFAULT_SECONDS
+    seconds = config.getoption("keep_warm_for", None)
+    if seconds is not None and not config.getoption("keep_warm", False):
+        raise pytest.UsageError("--keep-warm-for is the time a kept zygote waits: give it with --keep-warm")
+    return (seconds or DEFAULT_SECONDS) if config.getoption("keep_warm", False) else None
+
+
+def _warm_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not (math.isfinite(value) and 0 < value <= 86400):
+        raise argparse.ArgumentTypeError(f"{text!r}: a number of seconds above 0 and at most 86400 (a day)")
+    return value
 
 
 def _timeout_seconds(text: str) -> float:
@@ -150,13 +174,14 @@ def _markexpr_selects_conformance(config) -> bool:
 # covers every import inside a function of the judge's modules.
 JUDGE_MODULES = (
     "ml_dtypes", "jinja2", "markupsafe", "jsonschema", "numpy", "yaml", "execnet",
-    "ast", "atexit", "concurrent.futures", "hashlib", "importlib.metadata", "inspect", "json", "resource", "secrets",
-    "signal", "site", "subprocess", "tempfile", "textwrap", "threading", "importlib.machinery",
+    "ast", "atexit", "concurrent.futures", "fcntl", "hashlib", "importlib.metadata", "inspect", "json", "resource",
+    "secrets", "shlex", "signal", "site", "stat", "subprocess", "tempfile", "textwrap", "threading",
+    "importlib.machinery",
     "_pytest.junitxml", "_pytest.mark", "_pytest.mark.expression",
     *(f"layer_conformance.{m}" for m in (
         "binding", "check_catalog", "checks", "checks.applicable", "checks.base", "checks.blame", "checks.common", "checks.mistakes",
         "checks.properties", "compare", "contract", "dtypes", "errors", "executor", "executor.client",
-        "executor.session", "executor.wire", "frameworks", "gate", "gate.expectations", "gate.hooks", "inputs",
+        "executor.session", "executor.warm", "executor.wire", "frameworks", "gate", "gate.expectations", "gate.hooks", "inputs",
         "hookspecs", "lane", "nodeids", "outputs", "outputs.base", "outputs.html", "outputs.json", "outputs.junit",
         "outputs.terminal", "record", "reference_check", "report", "report.html", "reproduce", "results", "verdict",
         "runner", "scheduling", "targets", "tolerances")),
@@ -280,6 +305,7 @@ class ConformanceRun:
         self.targets = []
         self.results: list[Record] = []
         self._session = None
+        self.kept: list[dict] = []  # the zygotes this run leaves running for the next (--keep-warm)
         self.lane = None  # with -n 0, the second lane the ALONGSIDE checks run on (layer_conformance.lane)
         self.planned: list[str] | None = None   # node ids of every conformance check this run will execute
         self.journal = None
@@ -307,6 +333,9 @@ class ConformanceRun:
         except ValueError as exc:  # a malformed environment variable
             raise pytest.UsageError(str(exc)) from None
         from .executor import sandbox as sandbox_mod
+        self.keep_warm = _keep_warm(config)
+        if self.keep_warm:
+            sandbox_mod.keep_shared()   # before the sandbox is probed: its shared directory outlives the run too
         try:  # before any executor starts (a binding's framework is detected in one)
             self.sandbox = sandbox_mod.configure(config.getoption("sandbox"))
         except sandbox_mod.Unavailable as exc:
@@ -332,6 +361,9 @@ class ConformanceRun:
             # start now, so that the import overlaps the judge's own imports, validation and collection
             self.session.prestart(sorted(dict.fromkeys(f for f in frameworks if f in FRAMEWORKS), key=start_rank),
                                   forks=False)
+        if self.runs_checks:
+            from .executor.session import prestart_references
+            prestart_references()   # contract validation asks the references first
         _judge_first()
         try:
             state_map = targets_mod.parse_state_map(option(config, "state_map", "conformance_state_map"))
@@ -340,7 +372,8 @@ class ConformanceRun:
             changed_since = config.getoption("changed_since")
             self.targets = targets_mod.plan(contracts, impl, bindings, frameworks, state_map, arg_map=arg_map,
                                             changed_since=changed_since, pythons=self.pythons,
-                                            baseline_loaded=_baseline_loaded(config) if changed_since else None)
+                                            baseline_loaded=_baseline_loaded(config) if changed_since else None,
+                                            zygote_of=self._zygote_of if self.runs_checks else None)
         except targets_mod.UsageError as exc:
             raise pytest.UsageError(str(exc)) from None
         except ContractNotFound as exc:
@@ -404,14 +437,21 @@ class ConformanceRun:
             from .runner import DEFAULT_MEMORY_LIMIT_GIB
             limit = self.config.getoption("memory_limit")
             self._session = Session(self.pythons, DEFAULT_MEMORY_LIMIT_GIB if limit is None else limit,
-                                    self.config.getoption("sandbox"))
+                                    self.config.getoption("sandbox"), keep_warm=getattr(self, "keep_warm", None))
         return self._session
+
+    def _zygote_of(self, framework: str):
+        """The run's zygote of ``framework`` (started already where --framework named it)."""
+        if framework not in FRAMEWORKS:
+            return None
+        return self.session._executor(self.session.zygotes, "zygote", framework)
 
     def close(self):
         if self.lane is not None:
             self.lane.close()
             self.lane = None
         if self._session is not None:
+            self.kept += self._session.kept()
             self._session.close()
             self._session = None
 
@@ -1029,6 +1069,13 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if run and run.active and not _is_worker(config) and getattr(run, "sandbox", None) and not run.sandbox.namespaces:
         terminalreporter.write_line(f"layer conformance: executors ran without a sandbox "
                                     f"({run.sandbox.describe()})", yellow=True)
+    for kept in getattr(run, "kept", None) or ():
+        from .executor import warm
+        terminalreporter.write_line(
+            f"layer conformance: the {kept['framework']} zygote (pid {kept['pid']}, "
+            f"{'kept from an earlier run' if kept['reused'] else 'started by this run'}) stays running for the "
+            f"next run (--keep-warm), and ends after {kept['idle_s']:g} s without one; end it now with "
+            f"`{warm.command_line()}`", yellow=True)
     result = run_result(config)
     if result is not None:
         outputs.write_terminal(result, terminalreporter)   # the table, where each output went, the gate's lines

@@ -185,7 +185,7 @@ def _framework_for(impl_spec: str, requested: list[str], pythons: dict, probe) -
     from .executor.client import CheckTimeout
     python = pythons.get(requested[0]) if requested else None
     try:
-        found = probe.detect(impl_spec, python)
+        found = probe.detect(impl_spec, python, framework=requested[0] if requested else None)
     except RemoteError as exc:
         if requested:  # the checks will report the import failure, each with the point of failure
             return requested[0], None, None
@@ -210,9 +210,9 @@ def _framework_for(impl_spec: str, requested: list[str], pythons: dict, probe) -
 
 
 @contextlib.contextmanager
-def _probing():
+def _probing(zygote_of=None):
     from .executor.session import Probe
-    probe = Probe()
+    probe = Probe(zygote_of)
     try:
         yield probe
     finally:
@@ -573,9 +573,10 @@ class Targets(list):
 
 def plan(contracts: list[str], impl: str | None, bindings: str | None, frameworks: list[str],
          state_map: dict, changed_since: str | None = None, pythons: dict | None = None,
-         arg_map: dict | None = None, baseline_loaded: list | None = None) -> list[Target]:
+         arg_map: dict | None = None, baseline_loaded: list | None = None, zygote_of=None) -> list[Target]:
     """The targets; ``baseline_loaded``: the --baseline's `loaded_files` (None: no baseline), which
-    --changed-since selects by too (select_changed)."""
+    --changed-since selects by too (select_changed); ``zygote_of``: framework -> the run's zygote, which
+    forks the probe of an implementation whose framework is given."""
     arg_map = arg_map or {}
     pythons = pythons or {}
     for fw in frameworks:
@@ -604,7 +605,7 @@ def plan(contracts: list[str], impl: str | None, bindings: str | None, framework
             entries, targets.selection, untouched = select_changed(entries, bindings, changed_since,
                                                                    baseline_loaded)
             targets.untouched = [(str(e["impl"]), _contract_names(str(e["contract"]))) for e in untouched]
-        with _probing() as probe:
+        with _probing(zygote_of) as probe:
             for e in entries:
                 contract = str(find_contract(e["contract"]))
                 if e.get("framework") and not _is_layer(contract):
@@ -620,7 +621,7 @@ def plan(contracts: list[str], impl: str | None, bindings: str | None, framework
     if impl:
         if len(contracts) != 1:
             raise UsageError("--impl needs exactly one --contract (use --bindings for several)")
-        with _probing() as probe:
+        with _probing(zygote_of) as probe:
             fw, file, signature = _framework_for(impl, frameworks, pythons, probe)
         return [Target(str(find_contract(contracts[0])), impl, fw, state_map=state_map, file=file, arg_map=arg_map,
                        signature=signature)]

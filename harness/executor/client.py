@@ -24,6 +24,7 @@ from . import wire
 
 STARTUP_TIMEOUT = 300.0  # seconds for an executor to import its framework and say hello
 FORK_TIMEOUT = 60.0      # seconds for the zygote to fork a fresh executor
+WARM_HELLO_TIMEOUT = 30.0  # seconds for a zygote kept from an earlier run (--keep-warm) to answer
 STACK_WAIT = 1.0         # seconds a process at its deadline has to dump its stacks before it is killed
 STACK_BYTES = 1 << 20    # the most of a stack dump read (a dump of a few hundred frames is some kB)
 POLL = 0.05              # seconds between looks at a running executor (deadline, memory)
@@ -189,13 +190,15 @@ class Executor:
 
     def __init__(self, role: str, framework: str | None = None, python: str | None = None,
                  memory_limit_gib: float | None = None, zygote: Executor | None = None,
-                 sandbox: str | None = None):
+                 sandbox: str | None = None, keep_warm: float | None = None):
         self.role, self.framework = role, framework
         # (--sandbox) the namespaces and cgroup this executor's processes run in (sandbox.py)
         self.sandbox = sandboxing.sandbox(sandbox or sandboxing.MODE)
         self.group = None  # this process's cgroup, where there is one: killed with it
         self.host_pid: int | None = None  # its pid as the judge sees it (in its own PID namespace it is 1)
         self.zygote = zygote
+        self.keep_warm = keep_warm  # (a zygote) --keep-warm's seconds: it outlives the run (executor/warm.py)
+        self.warm = None  # (a zygote) warm.Warm: the one kept between runs that this run holds
         self.forked_pid: int | None = None
         self.python = python or sys.executable
         self.memory_limit_gib = memory_limit_gib
@@ -238,9 +241,51 @@ class Executor:
                 self.kill()  # a failed background start is retried in the open, and fails there with its reason
 
     def start(self):
+        for _ in range(2):
+            if self.role == "zygote" and self.keep_warm and self.warm is None:
+                self.warm = self._take_warm()
+            if self.warm is None:
+                break
+            try:
+                return self._start()
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except BaseException:
+                # a kept zygote that does not serve (stopped, gone, or broken by an earlier run's layer) is
+                # ended and forgotten, and a new one kept in its place; where that fails too, this run goes
+                # on with a zygote of its own
+                warm, self.warm = self.warm, None
+                warm.forget()
+                warm.release()
+                if self.gateway is not None:
+                    self._forget()
+        self.keep_warm = None  # none could be had: this run's zygote ends with it
+        return self._start()
+
+    def _take_warm(self):
+        """(--keep-warm) The zygote an earlier run kept for this one, or a new one that outlives this run; None
+        where another run holds it, or one cannot be started."""
+        import shlex
+        from . import warm as warming
+        name = warming.key(self.framework, self.python, self.memory_limit_gib, self.sandbox.describe(),
+                           _import_path() + [sandboxing.shared_dir() if self.sandbox.namespaces else ""])
+        fd, info = warming.take(name)
+        if fd is None:
+            return None
+        if info is not None:
+            return warming.Warm(name, info, fd, reused=True)
+        self.sandbox.use()
+        try:
+            return warming.launch(name, self.framework, shlex.split(self.sandbox.command(self.python, self.role,
+                                                                                       _reads())),
+                                  self.keep_warm, fd)
+        except Exception:
+            os.close(fd)
+            return None
+
+    def _start(self):
         import execnet
-        root = str(Path(__file__).resolve().parents[2])  # the directory holding the harness package
-        path = [os.getcwd(), root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        path = _import_path()
         self.hello, self.forked_pid, self.host_pid = {}, None, None
         self.sandbox.use()
         self.gateway = self._gateway(execnet)
@@ -257,7 +302,10 @@ class Executor:
         self.started += 1
         self.handles.clear()
         try:
-            msg = self._receive(time.monotonic() + STARTUP_TIMEOUT, starting=True)
+            # a kept zygote has imported its framework already: one that does not answer soon is given up
+            reused = self.warm is not None and self.warm.reused
+            msg = self._receive(time.monotonic() + (WARM_HELLO_TIMEOUT if reused else STARTUP_TIMEOUT),
+                                starting=True)
         finally:
             # the process opened it before its hello: the name goes now, so that nothing is left behind by a
             # kill or a crash on either side; both keep their descriptors
@@ -265,6 +313,8 @@ class Executor:
                 with contextlib.suppress(OSError):
                     os.unlink(name)
         self.hello = msg["hello"]
+        if self.warm is not None:
+            self.host_pid = self.warm.host_pid(self.sandbox.namespaces)
         self._find_host_pid()
         self._limit_from_outside()
 
@@ -273,9 +323,11 @@ class Executor:
         executors) a process started now."""
         if self.zygote is not None:
             return execnet.makegateway(self._fork())
-        reads = [os.getcwd()] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p] + sys.path \
-            + _package_dirs()
-        return execnet.makegateway(f"popen//python={self.sandbox.command(self.python, self.role, reads)}")
+        if self.warm is not None:
+            if not self.warm.answers(self.sandbox.namespaces):
+                raise ExecutorLost(f"the kept {self.framework} zygote (pid {self.warm.root_pid}) is stopped or gone")
+            return execnet.makegateway(f"socket=127.0.0.1:{self.warm.info['port']}//id={self.warm.info['token']}")
+        return execnet.makegateway(f"popen//python={self.sandbox.command(self.python, self.role, _reads())}")
 
     def _fork(self) -> str:
         """A process forked by the zygote; the execnet spec that reaches it. The token, sent to the zygote
@@ -348,8 +400,13 @@ class Executor:
         return self.hello.get("pid") or self.forked_pid  # a forked process can be killed before its hello
 
     def kill(self):
-        """End the process from outside: SIGKILL cannot be caught, ignored or delayed."""
+        """End the process from outside: SIGKILL cannot be caught, ignored or delayed. (A kept zygote that
+        failed is ended too, and this run goes on with a zygote of its own.)"""
         self._join()  # a process still starting in the background is ended too
+        if self.warm is not None:
+            warm, self.warm = self.warm, None
+            warm.forget()
+            warm.release()
         if self.gateway is None:
             return
         popen = getattr(self.gateway._io, "popen", None)
@@ -367,6 +424,9 @@ class Executor:
     def close(self):
         self._close_stacks()
         self.stderr.close()
+        if self.warm is not None:
+            self.leave()
+            return
         if self.gateway is None:
             return
         try:
@@ -375,6 +435,18 @@ class Executor:
         except Exception:
             pass
         self.kill()
+
+    def leave(self):
+        """(A kept zygote.) The run is over: the connection closes, the process waits for the next run."""
+        with contextlib.suppress(BaseException):
+            self._join()
+        if self.gateway is not None:
+            with contextlib.suppress(Exception):
+                if self.alive:
+                    self.channel.send(None)
+            self._forget()
+        if self.warm is not None:
+            self.warm.release()
 
     def _forget(self):
         try:
@@ -558,6 +630,18 @@ class Executor:
 
 
 _pool = None
+
+
+def _import_path() -> list[str]:
+    """An executor's sys.path before its own: the working directory, the harness package's, PYTHONPATH's."""
+    root = str(Path(__file__).resolve().parents[2])  # the directory holding the harness package
+    return [os.getcwd(), root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+
+
+def _reads() -> list[str]:
+    """The directories an executor started now imports from (kept visible in its sandbox)."""
+    return [os.getcwd()] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p] + sys.path \
+        + _package_dirs()
 
 
 def _starter():

@@ -156,6 +156,21 @@ def kept_under_tmp(paths) -> list[str]:
     return out
 
 
+def keep_shared() -> None:
+    """(--keep-warm) The shared directory is the user's lasting one: a zygote kept from an earlier run has it
+    mounted, and this run's files must reach the processes it forks. Mode 0700, the user's, no link; where
+    that cannot be had, the run's own (and its zygotes are kept for no later run, whose key differs)."""
+    import stat
+    if "shared" in _state or not os.path.isdir("/tmp"):
+        return
+    path = f"/tmp/conformance-sandbox-warm-{os.getuid()}"
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, 0o700)
+    st = os.lstat(path)
+    if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o077:
+        _state["shared"] = path
+
+
 def shared_dir() -> str:
     """The judge's directory (under /tmp) for the files it hands executors, writable inside the sandbox at
     the same path; removed when the judge exits."""

@@ -659,22 +659,68 @@ def _fork_listening(token: str, channel, isolate: bool = False) -> dict:
 
 def _serve_forked(listener, token: str, zygote_channel, isolate: bool = False) -> None:
     """In the forked child: leave the zygote's pipes alone, take the judge's connection, serve it."""
-    import ast
-    import socket
     io = getattr(getattr(zygote_channel, "gateway", None), "_io", None)
     null = os.open(os.devnull, os.O_RDWR)
-    # pipes (a process the judge started) or a socket (a zygote that was itself forked)
+    # pipes (a process the judge started) or a socket (a zygote kept between runs)
     for f in (getattr(io, "infile", None), getattr(io, "outfile", None), getattr(io, "sock", None)):
         try:
             os.dup2(null, f.fileno())  # the zygote's line to the judge: nothing here may write to it
         except (AttributeError, OSError, ValueError):
             pass
-    listener.settimeout(FORKED_ACCEPT_TIMEOUT)
+    if _WARM_LISTENER is not None:
+        _WARM_LISTENER.close()  # a kept zygote's door to later judges: never open to the code under test
+    conn, address_line = _accept_with(listener, token, FORKED_ACCEPT_TIMEOUT)
+    listener.close()
+    if conn is None:
+        return
+    if isolate:
+        _leave_network()  # a sandboxed run: the zygote's network was for this connection only
+    _exec_bootstrap(conn, address_line)
+
+
+def serve(channel):
+    config = channel.receive()
+    Server(channel, config).loop()
+
+
+_WARM_LISTENER = None  # (a kept zygote) the socket judges connect to: closed in every process it forks
+
+
+def serve_warm() -> None:
+    """(A zygote kept between runs, executor/warm.py.) Read {"token", "idle_s"} on stdin, listen on a loopback
+    port and say it on stdout; then serve each judge that connects with the token, one at a time, as the zygote
+    of its run (``serve``: the first one's config imports the framework), until ``idle_s`` pass without one."""
+    import json
+    import socket
+    global _WARM_LISTENER
+    told = json.loads(sys.stdin.readline())
+    listener = _WARM_LISTENER = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    sys.stdout.write(json.dumps({"port": listener.getsockname()[1]}) + "\n")
+    sys.stdout.flush()
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1):
+        os.dup2(null, fd)  # nothing more to say to the judge that started it, which may be gone
     while True:
+        conn, address = _accept_with(listener, told["token"], told["idle_s"])
+        if conn is None:
+            return  # idle too long: the zygote ends, and its namespace with it
+        _exec_bootstrap(conn, address)  # returns when the judge closes its connection
+        _reap()
+
+
+def _accept_with(listener, token: str, timeout: float):
+    """The next connection whose execnet bootstrap line carries ``token``, and that line; (None, None) after
+    ``timeout`` seconds without one. A connection without the token is closed."""
+    import socket
+    ends = time.monotonic() + timeout
+    while True:
+        listener.settimeout(max(0.01, ends - time.monotonic()))
         try:
             conn, address = listener.accept()
         except socket.timeout:
-            return
+            return None, None
         conn.settimeout(FORKED_ACCEPT_TIMEOUT)
         try:
             with conn.makefile("rb") as f:
@@ -682,16 +728,17 @@ def _serve_forked(listener, token: str, zygote_channel, isolate: bool = False) -
         except OSError:
             line = b""
         if token.encode() in line:
-            break
+            conn.settimeout(None)
+            return conn, (address, line)
         conn.close()
-    listener.close()
-    conn.settimeout(None)
-    if isolate:
-        _leave_network()  # a sandboxed run: the zygote's network was for this connection only
-    source = ast.literal_eval(line.decode().rstrip())  # what execnet's own socketserver evals
-    exec(compile(source, "<executor>", "exec"), {"clientsock": conn, "address": address})
 
 
-def serve(channel):
-    config = channel.receive()
-    Server(channel, config).loop()
+def _exec_bootstrap(conn, address_line) -> None:
+    """Serve one execnet socket gateway on ``conn``: what execnet's own socketserver evals."""
+    import ast
+    address, line = address_line
+    source = ast.literal_eval(line.decode().rstrip())
+    try:
+        exec(compile(source, "<executor>", "exec"), {"clientsock": conn, "address": address})
+    finally:
+        conn.close()

@@ -31,8 +31,9 @@ class UsageProblem(LoadFailed):
 
 class Session:
     def __init__(self, pythons: dict | None = None, memory_limit_gib: float | None = None,
-                 sandbox: str | None = None):
+                 sandbox: str | None = None, keep_warm: float | None = None):
         self.pythons = dict(pythons or {})
+        self.keep_warm = keep_warm  # --keep-warm: seconds each zygote waits for the next run after this one
         self.memory_limit_gib = memory_limit_gib
         self.sandbox = sandbox  # --sandbox (auto, require, off; None: the process's, sandbox.MODE)
         self.layer: dict[str, Executor] = {}
@@ -78,7 +79,8 @@ class Session:
         if framework not in table:
             zygote = None if role == "zygote" else self._executor_unlocked(self.zygotes, "zygote", framework)
             table[framework] = Executor(role, framework, self.pythons.get(framework), self.memory_limit_gib,
-                                        zygote=zygote, sandbox=self.sandbox)
+                                        zygote=zygote, sandbox=self.sandbox,
+                                        keep_warm=self.keep_warm if role == "zygote" else None)
         return table[framework]
 
     @property
@@ -243,8 +245,15 @@ class Session:
         if self.owner is None:
             shared += reference_executors()
         for ex in list(self.layer.values()) + list(self.native.values()) + list(self.running) + shared:
-            if ex is not None:
+            if ex is not None and ex.warm is not None:
+                ex.leave()  # a kept zygote runs no check: it waits for the next run
+            elif ex is not None:
                 ex.kill()
+
+    def kept(self) -> list[dict]:
+        """The zygotes this run keeps for the next (--keep-warm): {"framework", "pid", "reused", "idle_s"}."""
+        return [{"framework": fw, "pid": z.warm.root_pid, "reused": z.warm.reused, "idle_s": z.warm.info["idle_s"]}
+                for fw, z in sorted(self.zygotes.items()) if z.warm is not None]
 
     def close(self):
         own = [] if self.owner is not None else list(self.zygotes.values())
@@ -286,13 +295,18 @@ class Probe:
     framework, its module's file, its constructor's signature): one per Python for all of a run's bindings,
     replaced where an import ended it."""
 
-    def __init__(self):
+    def __init__(self, zygote_of=None):
         self.executors: dict = {}
+        self.zygote_of = zygote_of  # framework -> the run's zygote of it, or None: a probe of a known framework
+        # is forked from it (no import of its own; the zygote is needed for the checks anyway)
 
-    def detect(self, spec: str, python: str | None = None, timeout: float = LOAD_TIMEOUT) -> dict:
-        ex = self.executors.get(python)
+    def detect(self, spec: str, python: str | None = None, timeout: float = LOAD_TIMEOUT,
+               framework: str | None = None) -> dict:
+        zygote = self.zygote_of(framework) if framework and self.zygote_of else None
+        ex = self.executors.get((python, zygote is not None and framework))
         if ex is None or not ex.alive:
-            ex = self.executors[python] = Executor("probe", None, python)
+            ex = self.executors[(python, zygote is not None and framework)] = Executor("probe", framework if zygote
+                                                                                     else None, python, zygote=zygote)
             ex.start()
         ex.deadline = time.monotonic() + timeout
         try:
@@ -341,6 +355,12 @@ def _reference_executor(name: str | None = None, create: bool = False) -> Execut
         ex.deadline = _deadlines.get(ident)
         atexit.register(ex.close)
     return _references.get(key)
+
+
+def prestart_references() -> None:
+    """Start this thread's executor of the bundled references in the background: validating a contract asks
+    its reference's names, and the values checks its outputs."""
+    _reference_executor(None, create=True).start_soon()
 
 
 def reference_executors() -> list[Executor]:
