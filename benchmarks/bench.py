@@ -449,9 +449,11 @@ def inner_loop(frameworks: list[str], rounds: int) -> dict:
     from layer_conformance.targets import bundled_impl
     out: dict = {}
     for fw in frameworks:
-        walls: dict = {"own": [], "import": [], "check": [], "first_failure": [], "broken_run": []}
+        walls: dict = {"own": [], "import": [], "check": [], "first_failure": [], "broken_run": [], "warm": [],
+                       "warm_first_failure": []}
         with tempfile.TemporaryDirectory() as user:
-            env = {"PYTHONPATH": str(ROOT)}
+            # a registry of its own for --keep-warm's zygotes, ended below
+            env = {"PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": str(Path(user) / ".cache")}
             # hypothesis comes with the harness's test extra, not with a user's install; its pytest plugin
             # imports it at the end of every run (about 1 s), so the user's run is measured without it
             base = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-q",
@@ -472,9 +474,22 @@ def inner_loop(frameworks: list[str], rounds: int) -> dict:
                     raise SystemExit(f"{fw}: the correct layer's run did not pass: {proc.stdout[-2000:]}")
                 walls["first_failure"].append(first if first is not None else float("nan"))
                 walls["broken_run"].append(whole)
+            # the same with --keep-warm, each run after one that kept the zygote (the rerun as a user edits)
+            warm = base + ["--keep-warm", *_OWN_ARGS.get(fw, ())]
+            _run(warm + ["--impl", bundled_impl(fw, "rmsnorm")], cwd=user, env=env)
+            for _ in range(rounds):
+                wall, proc = _run(warm + ["--impl", bundled_impl(fw, "rmsnorm")], cwd=user, env=env)
+                if "kept from an earlier run" not in proc.stdout:
+                    raise SystemExit(f"{fw}: --keep-warm's run did not fork from the kept zygote: {proc.stdout[-2000:]}")
+                walls["warm"].append(wall)
+                first, _ = _until_first_failure(warm + ["--impl", f"tests.mutants.{_MUTANT_MODULE[fw]}:EpsOutsideSqrt"],
+                                                Path(user), env)
+                walls["warm_first_failure"].append(first if first is not None else float("nan"))
+            _run([sys.executable, "-m", "layer_conformance", "warm", "--stop"], cwd=user, env=env)
         med = {k: statistics.median(v) for k, v in walls.items() if v}
         against = med.get("own", med["import"])
         out[fw] = {"median_s": med, "walls": walls, "summary": summary, "ratio": med["check"] / against,
+                   "warm_ratio": med["warm"] / against, "warm_first_failure_ratio": med["warm_first_failure"] / med["import"],
                    "against": "Keras' run_layer_test" if "own" in med else "the import",
                    "first_failure_ratio": med["first_failure"] / med["import"]}
     return out
@@ -563,7 +578,9 @@ def main(argv=None):
             own = f"Keras' run_layer_test {m['own']:.1f} s, " if "own" in m else ""
             print(f"{fw}: one layer {m['check']:.1f} s ({r['summary']}); {own}import {m['import']:.1f} s: "
                   f"{r['ratio']:.2f}x {r['against']}; a broken layer's first failure at {m['first_failure']:.1f} s "
-                  f"({r['first_failure_ratio']:.2f}x the import; its run {m['broken_run']:.1f} s) "
+                  f"({r['first_failure_ratio']:.2f}x the import; its run {m['broken_run']:.1f} s); with --keep-warm "
+                  f"{m['warm']:.1f} s ({r['warm_ratio']:.2f}x {r['against']}), first failure at "
+                  f"{m['warm_first_failure']:.1f} s ({r['warm_first_failure_ratio']:.2f}x the import) "
                   f"(medians of {args.rounds})")
         if args.json:
             Path(args.json).write_text(json.dumps(il, indent=2))
