@@ -205,10 +205,12 @@ FORMER_READS = [
     """def f(contract):\n    for slot, spec in contract.trainable.items():\n        print(spec["shape"])\n""",
     """def f(ctx):\n    spec = ctx.contract.modes\n    train = spec["train"]\n    return train.get("false_alarm")\n""",
     """def f(contract):\n    return [p for p in contract.properties if p.get("after_dense")]\n""",
-    """def f(contract):\n    tol = contract.tolerances if contract is not None else {}\n    return tol.get("checks")\n""",
+    """def f(contract):\n    tol = contract.tolerances if contract is not None else {}\n"""
+    """    return tol.get("checks")\n""",
     """def f(contract):\n    for name, slot in {**contract.trainable, **contract.non_trainable}.items():\n"""
     """        print(slot["init"])\n""",
-    """def f(ctx):\n    props = ctx.contract.properties\n    for i, prop in enumerate(props):\n        print(prop["kind"])\n""",
+    """def f(ctx):\n    props = ctx.contract.properties\n    for i, prop in enumerate(props):\n"""
+    """        print(prop["kind"])\n""",
     """f = lambda c, fw: c.mixed_precision["not_applicable"]\n""",
 ]
 
