@@ -429,11 +429,10 @@ class Reference:
     module: str
     forward: str = "forward"
     vjp: str = "vjp"
-    vjp_named: bool = False  # whether the contract names the vjp (the default name is asked for only when needed)
 
     @classmethod
     def of(cls, d: dict) -> "Reference":
-        return cls(d["module"], d.get("forward", "forward"), d.get("vjp", "vjp"), "vjp" in d)
+        return cls(d["module"], d.get("forward", "forward"), d.get("vjp", "vjp"))
 
 
 @dataclass(frozen=True)
@@ -465,7 +464,8 @@ class Gradients:
                    tuple(WorkedExample.of(e) for e in d.get("worked_examples") or ()))
 
     @property
-    def differentiated(self) -> bool:
+    def declared(self) -> bool:
+        """Whether the contract declares gradients at all (mode true or surrogate)."""
         return self.mode != "none"
 
 

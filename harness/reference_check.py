@@ -30,7 +30,7 @@ import numpy as np
 from . import inputs as inputs_mod
 from .contract import Contract, ContractError, load_contract
 from .dtypes import is_floating
-from .reference_run import reference, reference_names
+from .reference_run import reference
 
 STEP = 1e-6            # float64 central difference along a unit-variance direction
 RTOL, ATOL = 1e-6, 1e-7  # of the directional derivative, beyond the rounding bound of the difference
@@ -43,15 +43,25 @@ def load_checked(path, max_input_elements: int | None = None, budget=None, raw: 
     """The contract at ``path`` as a run uses it: loaded (``load_contract``, the reference's names looked up in the
     reference executor), then its reference checked against itself. Every problem is a ``ContractError``."""
     contract = load_contract(path, max_input_elements, budget, raw=raw, reference_names=reference_names)
+    # the rules' problems first, all at once; the reference is run against itself only on a contract that passed
     problems = [contract.problem(at, message) for at, message in reference_problems(contract)]
     if problems:
         raise ContractError(path, problems)
     return contract
 
 
+def reference_names(module: str, timeout: float | None) -> tuple[list[str], str | None]:
+    """The callables ``module`` defines, or why it cannot be imported, from the reference executor; its import gets
+    ``timeout`` seconds (None: the checks' default). What the loader's rules ask of the reference."""
+    from .executor.session import reference_names as names_in_executor
+    from .runner import DEFAULT_TIMEOUT
+    return names_in_executor(module, DEFAULT_TIMEOUT if timeout is None else timeout)
+
+
 def reference_problems(contract) -> list:
-    """Every way the reference disagrees with itself, as (field path, message)."""
-    key = contract.digest or hashlib.sha256(repr(contract.data).encode()).hexdigest()
+    """Every way the reference disagrees with itself, as (field path, message); once per file content
+    (``contract.digest``) per process."""
+    key = contract.digest
     if key not in _checked:
         from .executor.session import reference_deadline
         from .runner import DEFAULT_TIMEOUT

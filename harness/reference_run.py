@@ -2,7 +2,7 @@
 
 The contract loader (``layer_conformance.contract``) reads the reference's names as data and never imports the
 module; a reference is code under review, so it is imported and called only in the numpy-only reference executor,
-from here. Checks, input generation and the reference's self-check (``reference_check.py``) take it from here.
+from here. The checks, input generation and the reference's own check (``reference_check.py``) take it from here.
 """
 from __future__ import annotations
 
@@ -15,11 +15,3 @@ def reference(contract):
     mod = reference_module(ref.module)
     names, _ = reference_names(ref.module)
     return mod, getattr(mod, ref.forward), getattr(mod, ref.vjp) if ref.vjp in names else None
-
-
-def reference_names(module: str, timeout: float | None) -> tuple[list[str], str | None]:
-    """The callables ``module`` defines, or why it cannot be imported; its import gets ``timeout`` seconds (None:
-    the checks' default). What the loader's rules ask (``load_contract(..., reference_names=...)``)."""
-    from .executor.session import reference_names as names_in_executor
-    from .runner import DEFAULT_TIMEOUT
-    return names_in_executor(module, DEFAULT_TIMEOUT if timeout is None else timeout)

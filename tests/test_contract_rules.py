@@ -5,8 +5,7 @@ import pytest
 
 from layer_conformance import contract as contract_mod
 from layer_conformance.contract import SECTION_RULES, ContractError, schema
-from layer_conformance.reference_check import load_checked  # as a run loads a contract: its reference run too
-from layer_conformance.reference_run import reference_names
+from layer_conformance.reference_check import load_checked, reference_names  # as a run loads a contract
 from layer_conformance.frameworks import FRAMEWORKS, Framework
 from tests.support import ROOT, pytest_run
 

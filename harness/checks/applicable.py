@@ -24,7 +24,7 @@ def _spec_not_applicable(spec, prefix="not applicable: "):
 
 
 def _no_gradient(contract, framework):
-    return "the contract declares no gradient" if not contract.gradients.differentiated else None
+    return "the contract declares no gradient" if not contract.gradients.declared else None
 
 
 def _native(contract, framework):

@@ -78,7 +78,7 @@ def check_compiled(ctx):
     from .. import inputs as inputs_mod
     adapter, contract = ctx.adapter, ctx.contract
     state = inputs_mod.test_state(contract)
-    differentiate = contract.gradients.differentiated
+    differentiate = contract.gradients.declared
     extra_rows = (1,) if adapter.retraces_per_shape else (1, 2)  # the new batch sizes: n0 + each
     # one recompile per new size at most, unless the contract says
     max_recompiles = len(extra_rows) if spec.max_recompiles is None else spec.max_recompiles

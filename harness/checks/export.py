@@ -157,7 +157,7 @@ def _differentiation(ctx, name, case, out):
     differentiated. The cotangent is drawn from the case's own stream, so that the original and the loaded
     layer, each from its own output, draw the same one."""
     contract = ctx.contract
-    if not contract.gradients.differentiated or not is_floating(out.dtype):
+    if not contract.gradients.declared or not is_floating(out.dtype):
         return None
     idx = contract.differentiated(case)[1]
     if not idx and not contract.trainable:

@@ -37,7 +37,7 @@ def check_native_function(ctx, spec):
     native = import_native(ctx, spec.function)
     label = spec.function
     agree, record = contract.native_gradients
-    with_grads = contract.gradients.differentiated
+    with_grads = contract.gradients.declared
     problems, conventions, worst = [], {}, 0.0
     for case in contract.cases:
         inputs = ctx.case_inputs(case)

@@ -62,7 +62,7 @@ def check_mixed_precision(ctx):
     inputs = ctx.case_inputs(case)
     names = list(case["inputs"])
     _, idx, _ = contract.differentiated(case)
-    differentiate = contract.gradients.differentiated
+    differentiate = contract.gradients.declared
     wrt = list(idx) if differentiate else []
     state = inputs_mod.test_state(contract)
 
