@@ -23,7 +23,6 @@ answer depends on the contract's bytes alone, so it is worked out once per contr
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 
 import numpy as np
 
