@@ -408,8 +408,9 @@ def _schema_problems(err, lines) -> list:
 
 
 # --- the sections ------------------------------------------------------------
-# Each section a frozen dataclass, built from validated data by ``of``; the defaults of its keys are here and
-# nowhere else. Values a layer receives (constructor literals, native args, a variant) stay as the YAML read them.
+# Each section a frozen dataclass, built from validated data by ``of``: every key to the field of its name, an
+# absent key to the field's default, so that each default is written once, on its field. Values a layer receives
+# (constructor literals, native args, a variant) stay as the YAML read them.
 
 _EMPTY: Mapping = MappingProxyType({})
 
@@ -419,49 +420,53 @@ def _ro(x) -> Mapping:
     return MappingProxyType(dict(x)) if x else _EMPTY
 
 
-def _names(x) -> tuple | None:
-    return tuple(x) if x is not None else None
+def _no_mapping():
+    return field(default_factory=lambda: _EMPTY)
+
+
+class _Section:
+    """``of(mapping)``: the section from its validated mapping (None: every default). ``_convert``: how a key's
+    value becomes its field's (a read-only mapping, a tuple, a nested section); ``_renamed``: keys that are no
+    identifier, or name no field of their own."""
+    _convert: dict = {}
+    _renamed: dict = {}
+
+    @classmethod
+    def of(cls, d: dict | None):
+        return cls(**{cls._renamed.get(k, k): cls._convert.get(k, _as_read)(v) for k, v in (d or {}).items()})
+
+
+def _as_read(v):
+    return v
 
 
 @dataclass(frozen=True)
-class Reference:
+class Reference(_Section):
     """reference: the module that defines the expected values, and its functions' names."""
     module: str
     forward: str = "forward"
     vjp: str = "vjp"
 
-    @classmethod
-    def of(cls, d: dict) -> "Reference":
-        return cls(d["module"], d.get("forward", "forward"), d.get("vjp", "vjp"))
-
 
 @dataclass(frozen=True)
-class WorkedExample:
+class WorkedExample(_Section):
     """gradients.worked_examples[i]: a cotangent and the gradients it must give, by input or slot name."""
     inputs: Mapping
     cotangent: Any
     expected: Mapping
     description: str | None = None
-
-    @classmethod
-    def of(cls, d: dict) -> "WorkedExample":
-        return cls(_ro(d["inputs"]), d["cotangent"], _ro(d["expected"]), d.get("description"))
+    _convert = {"inputs": _ro, "expected": _ro}
 
 
 @dataclass(frozen=True)
-class Gradients:
+class Gradients(_Section):
     mode: str = "true"                   # true | surrogate (a declared rule) | none (not differentiated)
     rule: str | None = None              # a surrogate's rule, said in messages
     # None: every floating input not marked differentiable: false, and every trainable slot
     wrt: tuple[str, ...] | None = None
     finite_difference: bool = True       # a true gradient is also checked against finite differences
     worked_examples: tuple[WorkedExample, ...] = ()
-
-    @classmethod
-    def of(cls, d: dict | None) -> "Gradients":
-        d = d or {}
-        return cls(d.get("mode", "true"), d.get("rule"), _names(d.get("wrt")), d.get("finite_difference", True),
-                   tuple(WorkedExample.of(e) for e in d.get("worked_examples") or ()))
+    _convert = {"wrt": tuple, "worked_examples": lambda es: tuple(WorkedExample.of(e) for e in es)}
 
     @property
     def declared(self) -> bool:
@@ -470,17 +475,15 @@ class Gradients:
 
 
 @dataclass(frozen=True)
-class Native:
+class Native(_Section):
     """native.<framework>: the framework's own layer (a class), function, or why it has none."""
     class_path: str | None = None  # module.Class
-    args: Mapping = field(default_factory=lambda: _EMPTY)   # its constructor's ($name: the contract's argument)
-    state: Mapping = field(default_factory=lambda: _EMPTY)  # contract slot -> the native layer's name for it
+    args: Mapping = _no_mapping()  # its constructor's ($name: the contract's argument)
+    state: Mapping = _no_mapping()  # contract slot -> the native layer's name for it
     function: str | None = None    # module.function
     none: str | None = None        # why the framework has none
-
-    @classmethod
-    def of(cls, d: dict) -> "Native":
-        return cls(d.get("class"), _ro(d.get("args")), _ro(d.get("state")), d.get("function"), d.get("none"))
+    _convert = {"args": _ro, "state": _ro}
+    _renamed = {"class": "class_path"}
 
     @property
     def key(self) -> str:
@@ -489,39 +492,28 @@ class Native:
 
 
 @dataclass(frozen=True)
-class Composition:
+class Composition(_Section):
     in_features: int | None = None  # the width of the dense layers around it; None: the input's last dimension
     skip: str | None = None
 
-    @classmethod
-    def of(cls, d: dict | None) -> "Composition":
-        d = d or {}
-        return cls(d.get("in_features"), d.get("skip"))
-
 
 @dataclass(frozen=True)
-class Tolerance:
+class Tolerance(_Section):
     rtol: float
     atol: float
     ulps: float | None = None  # 16-bit outputs: the allowance in ulps; None: the table's
 
-    @classmethod
-    def of(cls, d: dict) -> "Tolerance":
-        return cls(d["rtol"], d["atol"], d.get("ulps"))
+
+def _tolerance_table(t) -> Mapping:
+    return _ro({dtype: Tolerance.of(e) for dtype, e in t.items()})
 
 
 @dataclass(frozen=True)
-class Tolerances:
-    default: Mapping = field(default_factory=lambda: _EMPTY)  # dtype -> Tolerance
-    checks: Mapping = field(default_factory=lambda: _EMPTY)   # check id -> dtype -> Tolerance
-
-    @classmethod
-    def of(cls, d: dict | None) -> "Tolerances":
-        d = d or {}
-
-        def table(t):
-            return _ro({dtype: Tolerance.of(e) for dtype, e in (t or {}).items()})
-        return cls(table(d.get("default")), _ro({c: table(t) for c, t in (d.get("checks") or {}).items()}))
+class Tolerances(_Section):
+    default: Mapping = _no_mapping()  # dtype -> Tolerance
+    checks: Mapping = _no_mapping()   # check id -> dtype -> Tolerance
+    _convert = {"default": _tolerance_table,
+                "checks": lambda checks: _ro({c: _tolerance_table(t) for c, t in checks.items()})}
 
     def declared(self, check: str, dtype: str) -> Tolerance | None:
         """The contract's entry for ``check`` on ``dtype``: the check's own, else the default's; None: none."""
@@ -529,132 +521,98 @@ class Tolerances:
 
 
 @dataclass(frozen=True)
-class Slot:
+class Slot(_Section):
     """state.trainable.<slot> / state.non_trainable.<slot>."""
     shape: tuple
     dtype: str
     init: Any                # a value rule: ones | zeros | reference | {linspace: [lo, hi]}
     test_value: Any = None   # the values check's state; None: the initial value
     description: str | None = None
-
-    @classmethod
-    def of(cls, d: dict) -> "Slot":
-        return cls(tuple(d["shape"]), d["dtype"], d["init"], d.get("test_value"), d.get("description"))
+    _convert = {"shape": tuple}
 
 
 @dataclass(frozen=True)
-class Property:
+class Property(_Section):
     kind: str                          # mean_zero | mean_square | causal_mask
     input: Mapping | None = None       # an input as a case declares one; None: the first case's, float32 normal
     after_dense: tuple | None = None   # [in, out]: the property of a dense layer followed by this one
     ulps: float = 64                   # the allowance, in ulps of the output's dtype
     up_to: Any = "max_len"             # causal_mask: the longest prefix checked (a dimension)
     description: str | None = None
-
-    @classmethod
-    def of(cls, d: dict) -> "Property":
-        return cls(d["kind"], _ro(d["input"]) if isinstance(d.get("input"), dict) else None,
-                   _names(d.get("after_dense")), d.get("ulps", 64), d.get("up_to", "max_len"), d.get("description"))
+    _convert = {"input": _ro, "after_dense": tuple}
 
 
 @dataclass(frozen=True)
-class Train:
+class Train(_Section):
     """modes.train: how the training mode differs."""
     kind: str                  # inverted_dropout
     rate: Any                  # a number in (0, 1), or $name of a constructor argument
     input: Mapping             # an input as a case declares one
     false_alarm: float = 1e-9  # the chance a correct layer fails the statistical test
-
-    @classmethod
-    def of(cls, d: dict) -> "Train":
-        return cls(d["kind"], d["rate"], _ro(d["input"]), d.get("false_alarm", 1e-9))
+    _convert = {"input": _ro}
 
 
 @dataclass(frozen=True)
-class Modes:
+class Modes(_Section):
     eval: str    # identity
     train: Train
-
-    @classmethod
-    def of(cls, d: dict) -> "Modes":
-        return cls(d["eval"], Train.of(d["train"]))
+    _convert = {"train": Train.of}
 
 
 @dataclass(frozen=True)
-class StrictLoading:
+class StrictLoading(_Section):
     variant: Mapping          # constructor arguments of a layer without the optional slots
     slots: tuple[str, ...]    # the slots it lacks
-
-    @classmethod
-    def of(cls, d: dict) -> "StrictLoading":
-        return cls(_ro(d["variant"]), tuple(d["slots"]))
+    _convert = {"variant": _ro, "slots": tuple}
 
 
 @dataclass(frozen=True)
-class ForwardExample:
+class ForwardExpected(_Section):
+    output: Any
+    tangent: Any
+
+
+@dataclass(frozen=True)
+class ForwardExample(_Section):
     """forward_mode.worked_examples[i]: inputs and tangents, and the output and output tangent they give."""
     inputs: Mapping
     tangents: Mapping
-    output: Any
-    tangent: Any
+    expected: ForwardExpected
     description: str | None = None
-
-    @classmethod
-    def of(cls, d: dict) -> "ForwardExample":
-        return cls(_ro(d["inputs"]), _ro(d["tangents"]), d["expected"]["output"], d["expected"]["tangent"],
-                   d.get("description"))
+    _convert = {"inputs": _ro, "tangents": _ro, "expected": ForwardExpected.of}
 
 
 @dataclass(frozen=True)
-class ForwardMode:
+class ForwardMode(_Section):
     worked_examples: tuple[ForwardExample, ...] = ()
-
-    @classmethod
-    def of(cls, d: dict) -> "ForwardMode":
-        return cls(tuple(ForwardExample.of(e) for e in d.get("worked_examples") or ()))
+    _convert = {"worked_examples": lambda es: tuple(ForwardExample.of(e) for e in es)}
 
 
 @dataclass(frozen=True)
-class SecondOrder:
+class SecondOrder(_Section):
     reference: str                       # the reference's Hessian-vector product
     cases: tuple[str, ...] | None = None  # None: every case
     description: str | None = None
-
-    @classmethod
-    def of(cls, d: dict) -> "SecondOrder":
-        return cls(d["reference"], _names(d.get("cases")), d.get("description"))
+    _convert = {"cases": tuple}
 
 
 @dataclass(frozen=True)
-class Compiled:
+class Compiled(_Section):
     not_applicable: str | None = None
     allow_graph_breaks: str | None = None  # why graph breaks are expected; None: a break fails
     max_recompiles: int | None = None      # None: one per new input size
 
-    @classmethod
-    def of(cls, d: dict | None) -> "Compiled":
-        d = d or {}
-        return cls(d.get("not_applicable"), d.get("allow_graph_breaks"), d.get("max_recompiles"))
-
 
 @dataclass(frozen=True)
-class Export:
+class Export(_Section):
     formats: tuple[str, ...] | None = None  # None: every format the framework has
     not_applicable: str | None = None
-
-    @classmethod
-    def of(cls, d: dict | None) -> "Export":
-        d = d or {}
-        return cls(_names(d.get("formats")), d.get("not_applicable"))
+    _convert = {"formats": tuple}
 
 
 @dataclass(frozen=True)
-class MixedPrecision:
+class MixedPrecision(_Section):
     not_applicable: str | None = None
-
-    @classmethod
-    def of(cls, d: dict | None) -> "MixedPrecision":
-        return cls((d or {}).get("not_applicable"))
 
 
 # --- the Contract object -----------------------------------------------------

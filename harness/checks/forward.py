@@ -61,7 +61,7 @@ def check_forward_mode(ctx):
              for n, s in first.items()]
         layer, state, _ = ctx.layer_at(state)
         out, tan = push(layer, x, t, what)
-        for label, got, want in (("output", out, ex.output), ("tangent", tan, ex.tangent)):
+        for label, got, want in (("output", out, ex.expected.output), ("tangent", tan, ex.expected.tangent)):
             got = ctx.output_numpy(got, f"the {label} {what}")
             rtol, atol = ctx.tolerance("forward_mode", str(got.dtype))
             diff = describe_mismatch(got, np.asarray(want, dtype=np.float64), rtol, atol, what=f"{label} {what}")
