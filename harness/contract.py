@@ -1,12 +1,15 @@
-"""Contract loading: YAML -> validated, line-annotated Contract objects.
+"""Contract loading: YAML -> validated, line-annotated Contract objects, one frozen dataclass per section.
 
 A contract is data. It is read with a safe YAML loader (no tag ever constructs a Python
 object; ``!!python/...`` tags are refused by name), its structure is fixed by
 ``schema/contract.schema.json`` (jsonschema), and a second, semantic pass checks what a
 schema cannot express (shapes that name constructor arguments, row counts, finite
-tolerances, a reference module that imports), and last the reference is checked against itself
-(``reference_check.py``). Every problem is reported at once, each naming the file, the line and
+tolerances). Every problem is reported at once, each naming the file, the line and
 the field; nothing but ``ContractError`` escapes the loader.
+
+Loading runs no code: this module imports no executor, runner, adapter or framework. What needs the
+reference run (a reference module that imports and defines the functions named, the reference checked
+against itself) is the run's own step, ``reference_check.load_checked``, reported the same way.
 
 Native layers are checked as far as possible without importing a framework: the class must
 be a dotted ``module.Class`` path and, where that framework is installed here, its top-level
@@ -16,15 +19,19 @@ file:line when they do not.
 """
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.resources
 import importlib.util
 import json
 import math
 import os
+import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Callable
 
 import yaml
 
@@ -400,8 +407,217 @@ def _schema_problems(err, lines) -> list:
     return out(at, err.message)
 
 
+# --- the sections ------------------------------------------------------------
+# Each section a frozen dataclass, built from validated data by ``of``: every key to the field of its name, an
+# absent key to the field's default, so that each default is written once, on its field. Values a layer receives
+# (constructor literals, native args, a variant) stay as the YAML read them.
+
+_EMPTY: Mapping = MappingProxyType({})
+
+
+def _ro(x) -> Mapping:
+    """A mapping of the contract's, read-only (its values as read)."""
+    return MappingProxyType(dict(x)) if x else _EMPTY
+
+
+def _no_mapping():
+    return field(default_factory=lambda: _EMPTY)
+
+
+class _Section:
+    """``of(mapping)``: the section from its validated mapping (None: every default). ``_convert``: how a key's
+    value becomes its field's (a read-only mapping, a tuple, a nested section); ``_renamed``: keys that are no
+    identifier, or name no field of their own."""
+    _convert: dict = {}
+    _renamed: dict = {}
+
+    @classmethod
+    def of(cls, d: dict | None):
+        return cls(**{cls._renamed.get(k, k): cls._convert.get(k, _as_read)(v) for k, v in (d or {}).items()})
+
+
+def _as_read(v):
+    return v
+
+
+@dataclass(frozen=True)
+class Reference(_Section):
+    """reference: the module that defines the expected values, and its functions' names."""
+    module: str
+    forward: str = "forward"
+    vjp: str = "vjp"
+
+
+@dataclass(frozen=True)
+class WorkedExample(_Section):
+    """gradients.worked_examples[i]: a cotangent and the gradients it must give, by input or slot name."""
+    inputs: Mapping
+    cotangent: Any
+    expected: Mapping
+    description: str | None = None
+    _convert = {"inputs": _ro, "expected": _ro}
+
+
+@dataclass(frozen=True)
+class Gradients(_Section):
+    mode: str = "true"                   # true | surrogate (a declared rule) | none (not differentiated)
+    rule: str | None = None              # a surrogate's rule, said in messages
+    # None: every floating input not marked differentiable: false, and every trainable slot
+    wrt: tuple[str, ...] | None = None
+    finite_difference: bool = True       # a true gradient is also checked against finite differences
+    worked_examples: tuple[WorkedExample, ...] = ()
+    _convert = {"wrt": tuple, "worked_examples": lambda es: tuple(WorkedExample.of(e) for e in es)}
+
+    @property
+    def declared(self) -> bool:
+        """Whether the contract declares gradients at all (mode true or surrogate)."""
+        return self.mode != "none"
+
+
+@dataclass(frozen=True)
+class Native(_Section):
+    """native.<framework>: the framework's own layer (a class), function, or why it has none."""
+    class_path: str | None = None  # module.Class
+    args: Mapping = _no_mapping()  # its constructor's ($name: the contract's argument)
+    state: Mapping = _no_mapping()  # contract slot -> the native layer's name for it
+    function: str | None = None    # module.function
+    none: str | None = None        # why the framework has none
+    _convert = {"args": _ro, "state": _ro}
+    _renamed = {"class": "class_path"}
+
+    @property
+    def key(self) -> str:
+        """The key the contract names it under (for file:line)."""
+        return "function" if self.function is not None else "class"
+
+
+@dataclass(frozen=True)
+class Composition(_Section):
+    in_features: int | None = None  # the width of the dense layers around it; None: the input's last dimension
+    skip: str | None = None
+
+
+@dataclass(frozen=True)
+class Tolerance(_Section):
+    rtol: float
+    atol: float
+    ulps: float | None = None  # 16-bit outputs: the allowance in ulps; None: the table's
+
+
+def _tolerance_table(t) -> Mapping:
+    return _ro({dtype: Tolerance.of(e) for dtype, e in t.items()})
+
+
+@dataclass(frozen=True)
+class Tolerances(_Section):
+    default: Mapping = _no_mapping()  # dtype -> Tolerance
+    checks: Mapping = _no_mapping()   # check id -> dtype -> Tolerance
+    _convert = {"default": _tolerance_table,
+                "checks": lambda checks: _ro({c: _tolerance_table(t) for c, t in checks.items()})}
+
+    def declared(self, check: str, dtype: str) -> Tolerance | None:
+        """The contract's entry for ``check`` on ``dtype``: the check's own, else the default's; None: none."""
+        return self.checks.get(check, _EMPTY).get(dtype) or self.default.get(dtype)
+
+
+@dataclass(frozen=True)
+class Slot(_Section):
+    """state.trainable.<slot> / state.non_trainable.<slot>."""
+    shape: tuple
+    dtype: str
+    init: Any                # a value rule: ones | zeros | reference | {linspace: [lo, hi]}
+    test_value: Any = None   # the values check's state; None: the initial value
+    description: str | None = None
+    _convert = {"shape": tuple}
+
+
+@dataclass(frozen=True)
+class Property(_Section):
+    kind: str                          # mean_zero | mean_square | causal_mask
+    input: Mapping | None = None       # an input as a case declares one; None: the first case's, float32 normal
+    after_dense: tuple | None = None   # [in, out]: the property of a dense layer followed by this one
+    ulps: float = 64                   # the allowance, in ulps of the output's dtype
+    up_to: Any = "max_len"             # causal_mask: the longest prefix checked (a dimension)
+    description: str | None = None
+    _convert = {"input": _ro, "after_dense": tuple}
+
+
+@dataclass(frozen=True)
+class Train(_Section):
+    """modes.train: how the training mode differs."""
+    kind: str                  # inverted_dropout
+    rate: Any                  # a number in (0, 1), or $name of a constructor argument
+    input: Mapping             # an input as a case declares one
+    false_alarm: float = 1e-9  # the chance a correct layer fails the statistical test
+    _convert = {"input": _ro}
+
+
+@dataclass(frozen=True)
+class Modes(_Section):
+    eval: str    # identity
+    train: Train
+    _convert = {"train": Train.of}
+
+
+@dataclass(frozen=True)
+class StrictLoading(_Section):
+    variant: Mapping          # constructor arguments of a layer without the optional slots
+    slots: tuple[str, ...]    # the slots it lacks
+    _convert = {"variant": _ro, "slots": tuple}
+
+
+@dataclass(frozen=True)
+class ForwardExpected(_Section):
+    output: Any
+    tangent: Any
+
+
+@dataclass(frozen=True)
+class ForwardExample(_Section):
+    """forward_mode.worked_examples[i]: inputs and tangents, and the output and output tangent they give."""
+    inputs: Mapping
+    tangents: Mapping
+    expected: ForwardExpected
+    description: str | None = None
+    _convert = {"inputs": _ro, "tangents": _ro, "expected": ForwardExpected.of}
+
+
+@dataclass(frozen=True)
+class ForwardMode(_Section):
+    worked_examples: tuple[ForwardExample, ...] = ()
+    _convert = {"worked_examples": lambda es: tuple(ForwardExample.of(e) for e in es)}
+
+
+@dataclass(frozen=True)
+class SecondOrder(_Section):
+    reference: str                       # the reference's Hessian-vector product
+    cases: tuple[str, ...] | None = None  # None: every case
+    description: str | None = None
+    _convert = {"cases": tuple}
+
+
+@dataclass(frozen=True)
+class Compiled(_Section):
+    not_applicable: str | None = None
+    allow_graph_breaks: str | None = None  # why graph breaks are expected; None: a break fails
+    max_recompiles: int | None = None      # None: one per new input size
+
+
+@dataclass(frozen=True)
+class Export(_Section):
+    formats: tuple[str, ...] | None = None  # None: every format the framework has
+    not_applicable: str | None = None
+    _convert = {"formats": tuple}
+
+
+@dataclass(frozen=True)
+class MixedPrecision(_Section):
+    not_applicable: str | None = None
+
+
 # --- the Contract object -----------------------------------------------------
-# One typed accessor per section: checks read a contract through these, never through ``data``.
+# One typed accessor per section: checks read a contract through these, never through ``data``, which holds
+# the contract as read (for this module's rules, ``for_dtype`` and serialising).
 
 @dataclass
 class Contract:
@@ -409,6 +625,7 @@ class Contract:
     path: str
     lines: dict = field(default_factory=dict, repr=False)
     drawn_elements: int = field(default=0, repr=False)  # every drawn input's elements, summed (ElementBudget)
+    digest: str = field(default="", repr=False)  # sha256 of the file's bytes (what the reference's check is kept by)
 
     name = property(lambda self: self.data["name"])
     kind = property(lambda self: self.data["kind"])
@@ -416,14 +633,15 @@ class Contract:
     source = property(lambda self: self.data.get("source"))
     constructor = property(lambda self: dict(self.data.get("constructor") or {}))
     cases = property(lambda self: list(self.data["cases"]))
-    trainable = property(lambda self: dict((self.data.get("state") or {}).get("trainable") or {}))
-    non_trainable = property(lambda self: dict((self.data.get("state") or {}).get("non_trainable") or {}))
-    gradients = property(lambda self: dict(self.data.get("gradients") or {"mode": "true"}))
-    native = property(lambda self: dict(self.data.get("native") or {}))
-    # {in_features: N, skip: reason}; {} when absent
-    composition = property(lambda self: dict(self.data.get("composition") or {}))
-    # {default: {dtype: {rtol, atol}}, checks: {check: {dtype: {rtol, atol}}}}; {} when absent
-    tolerances = property(lambda self: dict(self.data.get("tolerances") or {}))
+    reference = property(lambda self: Reference.of(self.data["reference"]))
+    trainable = property(lambda self: {n: Slot.of(s) for n, s in ((self.data.get("state") or {}).get("trainable")
+                                                                  or {}).items()})
+    non_trainable = property(lambda self: {n: Slot.of(s) for n, s in ((self.data.get("state") or {})
+                                                                      .get("non_trainable") or {}).items()})
+    gradients = property(lambda self: Gradients.of(self.data.get("gradients")))
+    native = property(lambda self: {fw: Native.of(n) for fw, n in (self.data.get("native") or {}).items()})
+    composition = property(lambda self: Composition.of(self.data.get("composition")))
+    tolerances = property(lambda self: Tolerances.of(self.data.get("tolerances")))
     timeout = property(lambda self: self.data.get("timeout"))
     output_dtype = property(lambda self: self.data.get("output_dtype"))  # None: the first floating input's
     dtypes = property(lambda self: self.data.get("dtypes"))  # [float dtype] or None: the cases' own only
@@ -475,24 +693,24 @@ class Contract:
                 data["output_dtype"] = dtype
             # the inputs drawn outside the cases (a property's, the training mode's) too
             data["properties"] = [{**p, "input": recast(p["input"])} if isinstance(p.get("input"), dict) else p
-                                  for p in self.properties]
-            train = (self.modes or {}).get("train")
+                                  for p in self.data.get("properties") or []]
+            modes = self.data.get("modes") or {}
+            train = modes.get("train")
             if isinstance(train, dict) and isinstance(train.get("input"), dict):
-                data["modes"] = {**self.modes, "train": {**train, "input": recast(train["input"])}}
+                data["modes"] = {**modes, "train": {**train, "input": recast(train["input"])}}
         view = Contract(data=data, path=self.path, lines=self.lines)
         view.dtype = dtype if cast else None
         view.own_dtype = self.default_dtype
         view.viewed = self
         return view
-    properties = property(lambda self: list(self.data.get("properties") or []))
-    modes = property(lambda self: self.data.get("modes"))  # {eval, train: {kind, rate, input}} or None
-    strict_loading = property(lambda self: self.data.get("strict_loading"))  # {variant, slots} or None
-    forward_mode = property(lambda self: self.data.get("forward_mode"))  # {worked_examples} or None: not asked
-    second_order = property(lambda self: self.data.get("second_order"))  # {reference, cases} or None: not asked
-    # {allow_graph_breaks: reason, max_recompiles: N} or {not_applicable: reason}; {} when absent
-    compiled = property(lambda self: dict(self.data.get("compiled") or {}))
-    export = property(lambda self: dict(self.data.get("export") or {}))  # {formats: [...]} | {not_applicable: why}
-    mixed_precision = property(lambda self: dict(self.data.get("mixed_precision") or {}))  # {} | {not_applicable: why}
+    properties = property(lambda self: [Property.of(p) for p in self.data.get("properties") or []])
+    modes = property(lambda self: _section(Modes, self.data.get("modes")))  # None: one mode
+    strict_loading = property(lambda self: _section(StrictLoading, self.data.get("strict_loading")))  # None: not asked
+    forward_mode = property(lambda self: _section(ForwardMode, self.data.get("forward_mode")))  # None: not asked
+    second_order = property(lambda self: _section(SecondOrder, self.data.get("second_order")))  # None: not asked
+    compiled = property(lambda self: Compiled.of(self.data.get("compiled")))
+    export = property(lambda self: Export.of(self.data.get("export")))
+    mixed_precision = property(lambda self: MixedPrecision.of(self.data.get("mixed_precision")))
 
     @property
     def native_gradients(self) -> tuple[set[str], set[str]]:
@@ -502,15 +720,11 @@ class Contract:
         record = set(declared.get("record") or [])
         return set(declared.get("agree") or [c["name"] for c in self.cases if c["name"] not in record]), record
 
-    @property
-    def reference_module(self) -> str:
-        return self.data["reference"]["module"]
-
     def differentiated(self, case: dict) -> tuple[list[str], list[int], list[str]]:
         """Which inputs (names, and indices of the differentiated ones) and trainable slots the
         contract differentiates in ``case``: ``gradients.wrt`` where given, else every floating input
         not marked ``differentiable: false`` and every trainable slot. The one place that decides it."""
-        return _differentiated(self.gradients.get("wrt"), case["inputs"], self.trainable)
+        return _differentiated(self.gradients.wrt, case["inputs"], self.trainable)
 
     def line(self, *at) -> int | None:
         return _line_for(self.lines, at)
@@ -533,18 +747,19 @@ class Contract:
     def not_applicable(self, framework: str) -> str | None:
         return ((self.data.get("frameworks") or {}).get(framework) or {}).get("not_applicable")
 
-    def reference(self):
-        """(module, forward, vjp) of the reference, each run in the numpy-only reference executor."""
-        from .executor.session import reference_module, reference_names
-        ref = self.data["reference"]
-        mod = reference_module(ref["module"])
-        names, _ = reference_names(ref["module"])
-        vjp_name = ref.get("vjp", "vjp")
-        return mod, getattr(mod, ref.get("forward", "forward")), getattr(mod, vjp_name) if vjp_name in names else None
-
     def location(self, *at) -> str:
         line = self.line(*at)
         return f"{self.path}:{line}" if line else self.path
+
+    def problem(self, at: tuple, message: str) -> tuple:
+        """A problem found after loading (the reference's own check), as the loader reports one: (line, field,
+        message), for ``ContractError``."""
+        return self.line(*at), _field_name(at), _short(message)
+
+
+def _section(cls, d):
+    """An optional section: None where the contract has none (the check is not asked for)."""
+    return None if d is None else cls.of(d)
 
 
 def default_dtype_of(cases) -> str:
@@ -612,8 +827,9 @@ class _Rules:
     """What the section validators share: the data, where each field is, the names other sections
     refer to (constructor arguments, case inputs, state slots), and the problems found so far."""
 
-    def __init__(self, data: dict, lines: dict, max_input_elements: int):
+    def __init__(self, data: dict, lines: dict, max_input_elements: int, names_of=None):
         self.data, self.lines, self.max_input_elements = data, lines, max_input_elements
+        self.names_of = names_of  # load_contract's reference_names (None: the reference is not looked at)
         self.problems: list = []
         self.drawn_elements = 0       # every drawn input's elements, summed (layer_conformance.contract.ElementBudget)
         self.oversized = False        # an input over the per-input limit (said there; the sum is not said again)
@@ -691,18 +907,18 @@ class _Rules:
 
     def reference_names(self):
         """(names the reference module defines, why it cannot be imported), or (None, None) where the
-        contract names no importable-looking module. Imported once, in the reference executor, never
-        here: a reference module is code under review too."""
+        contract names no importable-looking module, or the loader was given no ``reference_names``. Never
+        imported here: a reference module is code under review too (the caller's ``reference_names`` imports
+        it in the reference executor)."""
         if self._reference is None:
             module = self.section("reference").get("module")
-            if not (isinstance(module, str) and module and all(p.isidentifier() for p in module.split("."))):
+            if self.names_of is None or not (isinstance(module, str) and module
+                                             and all(p.isidentifier() for p in module.split("."))):
                 self._reference = (None, None)
             else:
-                from .executor.session import reference_names
-                from .runner import DEFAULT_TIMEOUT
                 limit = self.data.get("timeout")  # the reference's import gets the checks' time limit
-                limit = float(limit) if isinstance(limit, (int, float)) and 0 < limit < 1e6 else DEFAULT_TIMEOUT
-                names, why = reference_names(module, limit)
+                limit = float(limit) if isinstance(limit, (int, float)) and 0 < limit < 1e6 else None
+                names, why = self.names_of(module, limit)
                 self._reference = (None, why) if why else (set(names), None)
         return self._reference
 
@@ -1044,9 +1260,9 @@ SECTION_RULES = {
 }
 
 
-def _semantic_problems(data: dict, lines: dict, max_input_elements: int, budget=None) -> list:
+def _semantic_problems(data: dict, lines: dict, max_input_elements: int, budget=None, reference_names=None) -> list:
     """Every section's rules, all problems at once; ``budget`` (an ElementBudget): the drawn elements' bounds."""
-    r = _Rules(data, lines, max_input_elements)
+    r = _Rules(data, lines, max_input_elements, reference_names)
     for rules in SECTION_RULES.values():
         rules(r)
     if budget is not None:
@@ -1071,11 +1287,10 @@ def _findable(top: str) -> bool:
 
 
 def _installed(framework: str) -> bool:
-    from . import adapters
-    key = f"framework:{framework}"
-    if key not in _found:
-        _found[key] = adapters.installed(framework)
-    return _found[key]
+    """Whether ``framework`` is installed here: its marker module (the registry's) is findable, not imported."""
+    from .frameworks import FRAMEWORKS
+    top = FRAMEWORKS[framework].module
+    return top in sys.modules or _findable(top)
 
 
 # --- loading -----------------------------------------------------------------
@@ -1136,14 +1351,23 @@ class ElementBudget:
         return None
 
 
+ReferenceNames = Callable[[str, "float | None"], "tuple[list[str], str | None]"]
+
+
 def load_contract(path, max_input_elements: int | None = None, budget: ElementBudget | None = None,
-                  raw: bytes | None = None) -> Contract:
+                  raw: bytes | None = None, reference_names: ReferenceNames | None = None) -> Contract:
     """Read, validate and return the contract at ``path``; raise ContractError listing every problem.
 
     ``max_input_elements`` caps the elements of each drawn input (default: ``input_element_limit()``);
     ``budget`` the elements of all of them (default: the per-contract limit alone; a run passes its own, which
     counts the run's contracts). ``raw``: the file's bytes as read before (the judge reads every contract
     before any user code runs, and uses what it read then).
+
+    Loading runs no code: the reference module is neither imported nor called here. ``reference_names(module,
+    timeout)`` -> (names, why not importable) lets the rules that ask what the reference defines (its forward,
+    vjp, init_<slot>, second_order's function) be said with the others; without it they are not looked at. A
+    run loads its contracts with ``reference_check.load_checked``, which passes the reference executor's and
+    then checks the reference against itself.
     """
     limit = input_element_limit(max_input_elements)
     if budget is None:
@@ -1183,19 +1407,15 @@ def load_contract(path, max_input_elements: int | None = None, budget: ElementBu
     key = str(path.resolve())
     if key in budget.counted:   # loaded again (a second collection of the file): counted once
         budget.used -= budget.counted.pop(key)
-    found += _semantic_problems(data, lines, limit, budget)
+    found += _semantic_problems(data, lines, limit, budget, reference_names)
     # a value the reader replaced has been reported already; what follows from the stand-in is noise
     problems += [p for p in found if not any(p[1] == f or p[1].startswith((f + ".", f + "[")) for f in replaced)]
     problems = list(dict.fromkeys(problems))
     if problems:
         raise ContractError(path, problems)
-    contract = Contract(data=data, path=str(path), lines=lines)
+    contract = Contract(data=data, path=str(path), lines=lines, digest=hashlib.sha256(raw).hexdigest())
     budget.counted[key] = contract.drawn_elements = budget.pending
     budget.used += budget.counted[key]
-    from .reference_check import reference_problems  # the reference checked against itself
-    problems = [(contract.line(*at), _field_name(at), _short(message)) for at, message in reference_problems(contract, raw)]
-    if problems:
-        raise ContractError(path, problems)
     return contract
 
 

@@ -6,6 +6,7 @@ import zlib
 import numpy as np
 
 from .dtypes import np_dtype
+from .reference_run import reference
 
 
 def rng_for(seed: int, *names: str) -> np.random.Generator:
@@ -52,10 +53,10 @@ def case_inputs(contract, case: dict, seed: int) -> dict[str, np.ndarray]:
             for name, spec in case["inputs"].items()}
 
 
-def slot_value(contract, slot: dict, rule) -> np.ndarray:
-    """Value of a state slot under an ``init`` / ``test_value`` rule."""
-    shape = contract.shape(slot["shape"])
-    dtype = slot["dtype"]
+def slot_value(contract, slot, rule) -> np.ndarray:
+    """Value of a state slot (a ``contract.Slot``) under an ``init`` / ``test_value`` rule."""
+    shape = contract.shape(slot.shape)
+    dtype = slot.dtype
     dtype = np_dtype(dtype) if dtype != "bool" else bool
     if rule == "ones":
         return np.ones(shape, dtype=dtype)
@@ -70,14 +71,14 @@ def slot_value(contract, slot: dict, rule) -> np.ndarray:
 
 def initial_state(contract) -> dict[str, np.ndarray]:
     """Every slot's initial value, from the rule or from the reference's ``init_<slot>``."""
-    mod, _, _ = contract.reference()
+    mod, _, _ = reference(contract)
     out = {}
     for name, slot in {**contract.trainable, **contract.non_trainable}.items():
-        if slot["init"] == "reference":
+        if slot.init == "reference":
             out[name] = np.asarray(getattr(mod, f"init_{name}")(**contract.constructor)).astype(
-                np_dtype(slot["dtype"]) if slot["dtype"] != "bool" else bool)
+                np_dtype(slot.dtype) if slot.dtype != "bool" else bool)
         else:
-            out[name] = slot_value(contract, slot, slot["init"])
+            out[name] = slot_value(contract, slot, slot.init)
     return out
 
 
@@ -86,6 +87,6 @@ def test_state(contract) -> dict[str, np.ndarray]:
     init = initial_state(contract)
     out = {}
     for name, slot in {**contract.trainable, **contract.non_trainable}.items():
-        rule = slot.get("test_value")
-        out[name] = init[name] if rule in (None, "reference") or rule == slot["init"] else slot_value(contract, slot, rule)
+        rule = slot.test_value
+        out[name] = init[name] if rule in (None, "reference") or rule == slot.init else slot_value(contract, slot, rule)
     return out

@@ -20,7 +20,7 @@ from .nodeids import parse as parse_nodeid, target_name
 from .record import Record
 from .contract import (CONTRACT_ELEMENTS_PER_INPUT, DEFAULT_MAX_INPUT_ELEMENTS, MAX_CONTRACT_ELEMENTS_ENV,
                        MAX_INPUT_ELEMENTS_ENV, MAX_RUN_ELEMENTS_ENV, MAX_TIMEOUT, RUN_ELEMENTS_PER_INPUT,
-                       ContractError, ContractNotFound, ElementBudget, input_element_limit, load_contract)
+                       ContractError, ContractNotFound, ElementBudget, input_element_limit)
 
 from .exitcodes import EXIT_CONTRACT_ERROR  # every exit code's number is defined there
 from . import hookspecs, outputs
@@ -183,8 +183,8 @@ JUDGE_MODULES = (
         "checks.properties", "compare", "contract", "dtypes", "errors", "executor", "executor.client",
         "executor.session", "executor.warm", "executor.wire", "frameworks", "gate", "gate.expectations", "gate.hooks", "inputs",
         "hookspecs", "lane", "nodeids", "outputs", "outputs.base", "outputs.html", "outputs.json", "outputs.junit",
-        "outputs.terminal", "record", "reference_check", "report", "report.html", "reproduce", "results", "verdict",
-        "runner", "scheduling", "targets", "tolerances")),
+        "outputs.terminal", "record", "reference_check", "reference_run", "report", "report.html", "reproduce",
+        "results", "verdict", "runner", "scheduling", "targets", "tolerances")),
 )
 # top-level names the judge (or pytest's plugins in it, hypothesis's) may import that are not the standard library's
 GUARDED = {"ml_dtypes", "jinja2", "markupsafe", "jsonschema", "jsonschema_specifications", "referencing", "rpds",
@@ -392,11 +392,13 @@ class ConformanceRun:
             self.by_path.setdefault(str(Path(t.contract_path).resolve()), []).append(t)
         self.paths = sorted(self.by_path)
         # every planned contract is validated now, so a broken one is reported before collection
+        # each loaded, then its reference run against itself (the step that runs code, in the reference executor)
+        from .reference_check import load_checked
         self.contracts, broken = {}, []
         for path in self.paths:
             try:
-                self.contracts[path] = load_contract(path, self.max_input_elements, self.budget,
-                                                     raw=self.inputs.raw(path))   # as read before any user code
+                self.contracts[path] = load_checked(path, self.max_input_elements, self.budget,
+                                                    raw=self.inputs.raw(path))   # as read before any user code
             except ContractError as exc:
                 broken.append(str(exc))
         if broken:
@@ -631,8 +633,9 @@ class ContractFile(pytest.File):
     def collect(self):
         run = self.config.stash[_RUN_KEY]
         key = str(self.path.resolve())
-        contract = run.contracts.get(key) or load_contract(self.path, run.max_input_elements, run.budget,
-                                                           raw=run.inputs.raw(self.path))
+        from .reference_check import load_checked
+        contract = run.contracts.get(key) or load_checked(self.path, run.max_input_elements, run.budget,
+                                                          raw=run.inputs.raw(self.path))
         for t, name, device, dtype, impl in run.target_nodes(key, contract):
             yield TargetNode.from_parent(self, name=name, target=t, contract=contract, device=device,
                                          impl_label=impl, dtype=dtype)

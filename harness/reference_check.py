@@ -1,9 +1,11 @@
 """The contract's reference, checked against itself before any layer is judged.
 
 Every check compares a layer with the reference, so a reference that disagrees with itself (a ``vjp`` that
-forgot a factor) would fail every correct layer. ``load_contract`` therefore runs this self-check after the
-contract's own rules pass; what it finds is the loader's (line, field, message) triples: a contract error
-(exit 3), every problem at once, never a layer failure. On every case, in float64, at the test state:
+forgot a factor) would fail every correct layer. A run therefore loads its contracts with ``load_checked``:
+``load_contract`` with the reference's names (imported in the reference executor) for the rules that ask for
+them, then this self-check once the contract's own rules pass; what it finds is the loader's (line, field,
+message) triples: a contract error (exit 3), every problem at once, never a layer failure. On every case, in
+float64, at the test state:
 
 - ``forward`` returns an array;
 - ``vjp`` (true and surrogate gradients) returns, for a random cotangent, a float64 gradient of the right
@@ -20,12 +22,14 @@ answer depends on the contract's bytes alone, so it is worked out once per contr
 """
 from __future__ import annotations
 
-import hashlib
+import dataclasses
 
 import numpy as np
 
 from . import inputs as inputs_mod
+from .contract import Contract, ContractError, load_contract
 from .dtypes import is_floating
+from .reference_run import reference
 
 STEP = 1e-6            # float64 central difference along a unit-variance direction
 RTOL, ATOL = 1e-6, 1e-7  # of the directional derivative, beyond the rounding bound of the difference
@@ -34,9 +38,29 @@ LOCATE_UP_TO = 1024      # elements of an input whose disagreeing element is loo
 _checked: dict[str, list] = {}  # sha256 of the contract file -> its problems
 
 
-def reference_problems(contract, raw: bytes) -> list:
-    """Every way the reference disagrees with itself, as (line, field, message); ``raw`` is the file's bytes."""
-    key = hashlib.sha256(raw).hexdigest()
+def load_checked(path, max_input_elements: int | None = None, budget=None, raw: bytes | None = None) -> Contract:
+    """The contract at ``path`` as a run uses it: loaded (``load_contract``, the reference's names looked up in the
+    reference executor), then its reference checked against itself. Every problem is a ``ContractError``."""
+    contract = load_contract(path, max_input_elements, budget, raw=raw, reference_names=reference_names)
+    # the rules' problems first, all at once; the reference is run against itself only on a contract that passed
+    problems = [contract.problem(at, message) for at, message in reference_problems(contract)]
+    if problems:
+        raise ContractError(path, problems)
+    return contract
+
+
+def reference_names(module: str, timeout: float | None) -> tuple[list[str], str | None]:
+    """The callables ``module`` defines, or why it cannot be imported, from the reference executor; its import gets
+    ``timeout`` seconds (None: the checks' default). What the loader's rules ask of the reference."""
+    from .executor.session import reference_names as names_in_executor
+    from .runner import DEFAULT_TIMEOUT
+    return names_in_executor(module, DEFAULT_TIMEOUT if timeout is None else timeout)
+
+
+def reference_problems(contract) -> list:
+    """Every way the reference disagrees with itself, as (field path, message); once per file content
+    (``contract.digest``) per process."""
+    key = contract.digest
     if key not in _checked:
         from .executor.session import reference_deadline
         from .runner import DEFAULT_TIMEOUT
@@ -70,9 +94,9 @@ class _SelfCheck:
     def call(self, fn, what, *args, **kw):
         """``fn(*args, **kw)`` in the reference executor; ``what`` names it (forward, vjp, the hvp's name...)."""
         from .executor import CheckTimeout, ExecutorLost, RemoteError
+        hvp = self.contract.second_order.reference if self.contract.second_order else None
         at = {"forward": ("reference", "forward"), "vjp": ("reference", "vjp")}.get(
-            what, ("second_order", "reference") if what == (self.contract.second_order or {}).get("reference")
-            else ("reference", "module"))
+            what, ("second_order", "reference") if what == hvp else ("reference", "module"))
         try:
             return fn(*args, **kw)
         except RemoteError as exc:
@@ -85,17 +109,17 @@ class _SelfCheck:
     def run(self) -> list:
         contract = self.contract
         try:
-            _, self.forward, self.vjp = self.call(contract.reference, "import")
+            _, self.forward, self.vjp = self.call(reference, "import", contract)
             state = self.call(inputs_mod.test_state, "init_* (making its test state)", contract)
         except _Raised as exc:
             self.bad(exc.at, f"the reference's {exc}")
             return self.problems
         self.kw = {**contract.constructor, **{k: _float64(v) for k, v in state.items()}}
-        spec = contract.gradients
-        self.mode = spec.get("mode", "true")
-        self.differences = spec.get("finite_difference", True)
-        hvp = (contract.second_order or {}).get("reference")
-        hvp_cases = (contract.second_order or {}).get("cases") or [c["name"] for c in contract.cases]
+        self.mode = contract.gradients.mode
+        self.differences = contract.gradients.finite_difference
+        second = contract.second_order
+        hvp = second.reference if second else None
+        hvp_cases = (second.cases if second else None) or [c["name"] for c in contract.cases]
         for k, case in enumerate(contract.cases):
             x = [_float64(a) for a in inputs_mod.case_inputs(contract, case, 0).values()]
             rng = inputs_mod.rng_for(0, contract.name, case["name"], "reference self-check")
@@ -212,7 +236,7 @@ class _SelfCheck:
 
     def second_order(self, case, x, hvp_name, out, rng):
         """hvp(g, v) against the finite difference of <vjp(g, x), v> along one random direction per input."""
-        mod, _, _ = self.contract.reference()
+        mod, _, _ = reference(self.contract)
         names, idx, _ = self.contract.differentiated(case)
         if not idx:
             return
@@ -254,9 +278,9 @@ class _SelfCheck:
         as_layer = _ReferenceAsLayer(self, {k: _float64(v) for k, v in state.items()})
         for i, prop in enumerate(self.contract.properties):
             # after_dense puts a framework's dense layer first: the reference alone is what is checked here
-            prop = {k: v for k, v in prop.items() if k != "after_dense"}
+            prop = dataclasses.replace(prop, after_dense=None)
             try:
-                _, problem = KINDS[prop["kind"]](as_layer, prop, i)
+                _, problem = KINDS[prop.kind](as_layer, prop, i)
             except _Raised as exc:
                 problem = f"the reference's {exc}"
             except Exception as exc:  # an output of a kind no forward gives

@@ -20,7 +20,7 @@ from pathlib import Path
 import yaml
 
 from . import adapters
-from .contract import ContractError, bundled_contracts, find_contract, load_contract
+from .contract import ContractError, bundled_contracts, find_contract
 
 
 class UsageError(Exception):
@@ -633,8 +633,9 @@ def plan(contracts: list[str], impl: str | None, bindings: str | None, framework
         for path in chosen:
             spec = bundled_impl(fw, Path(path).stem)
             if spec is None:
+                from .reference_check import load_checked
                 try:
-                    if load_contract(path).not_applicable(fw):
+                    if load_checked(path).not_applicable(fw):
                         targets.append(Target(str(path), "", fw, bundled=True))
                 except ContractError:
                     targets.append(Target(str(path), "", fw, bundled=True))

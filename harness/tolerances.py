@@ -42,27 +42,24 @@ def default(check: str, dtype: str) -> tuple[float, float]:
     return (GRADIENTS if check in GRADIENT_CHECKS else VALUES).get(dtype, (0.0, 0.0))
 
 
-def _entry(contract, check: str, dtype: str) -> dict | None:
-    tol = contract.tolerances if contract is not None else {}
-    for table in ((tol.get("checks") or {}).get(check) or {}, tol.get("default") or {}):
-        if dtype in table:
-            return table[dtype]
-    return None
+def _entry(contract, check: str, dtype: str):
+    """The contract's ``Tolerance`` for ``check`` on ``dtype``, or None."""
+    return contract.tolerances.declared(check, dtype) if contract is not None else None
 
 
 def tolerance(contract, check: str, dtype: str) -> tuple[float, float]:
     """(rtol, atol) for ``check`` on outputs of ``dtype``: the contract's entry, else the table's."""
     entry = _entry(contract, check, dtype)
     if entry is not None:
-        return float(entry["rtol"]), float(entry["atol"])
+        return float(entry.rtol), float(entry.atol)
     return default(check, dtype)
 
 
 def ulps(contract, check: str, dtype: str) -> float:
     """The allowance in ulps of ``dtype`` (16-bit dtypes only; 0 elsewhere)."""
     entry = _entry(contract, check, dtype)
-    if entry is not None and "ulps" in entry:
-        return float(entry["ulps"])
+    if entry is not None and entry.ulps is not None:
+        return float(entry.ulps)
     return ULPS.get(dtype, 0.0)
 
 

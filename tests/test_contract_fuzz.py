@@ -15,7 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from layer_conformance import inputs as inputs_mod
-from layer_conformance.contract import Contract, ContractError, bundled_contracts, load_contract
+from layer_conformance.contract import Contract, ContractError, bundled_contracts
+from layer_conformance.reference_check import load_checked
+from layer_conformance.reference_run import reference
 
 BUNDLED = {name: path.read_text() for name, path in bundled_contracts().items()}
 JUNK_VALUES = [None, 0, -1, 3, 1.5, -2.5, float("nan"), float("inf"), 10**30, 10**400, True, "", "x", "$nope", "d",
@@ -119,11 +121,11 @@ def _usable(contract: Contract):
             if math.prod(shape) <= 1_000_000:
                 inputs_mod.make_input(contract, case["name"], name, spec, seed=0)
     for slot in {**contract.trainable, **contract.non_trainable}.values():
-        contract.shape(slot["shape"])
+        contract.shape(slot.shape)
     for spec in contract.native.values():
-        for v in (spec.get("args") or {}).values():
+        for v in spec.args.values():
             contract.resolve_arg(v)
-    contract.reference()
+    reference(contract)
 
 
 @settings(settings.get_profile("contract-fuzz"))
@@ -132,7 +134,7 @@ def test_mutated_contract_loads_or_reports(text, tmp_path_factory):
     path = tmp_path_factory.mktemp("fuzz", numbered=True) / "contract.yaml"
     path.write_text(text, encoding="utf-8")
     try:
-        contract = load_contract(path)
+        contract = load_checked(path)
     except ContractError as exc:
         assert exc.problems and str(exc).startswith("invalid contract")
         for line, fld, msg in exc.problems:
@@ -146,4 +148,4 @@ def test_mutated_contract_loads_or_reports(text, tmp_path_factory):
 def test_the_fuzzer_starts_from_valid_contracts(name, tmp_path):
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(yaml.safe_load(BUNDLED[name]), sort_keys=False))
-    _usable(load_contract(path))
+    _usable(load_checked(path))

@@ -4,7 +4,8 @@ file:line:field), never by a check while it runs; the frameworks' names come fro
 import pytest
 
 from layer_conformance import contract as contract_mod
-from layer_conformance.contract import SECTION_RULES, ContractError, load_contract, schema
+from layer_conformance.contract import SECTION_RULES, ContractError, schema
+from layer_conformance.reference_check import load_checked, reference_names  # as a run loads a contract
 from layer_conformance.frameworks import FRAMEWORKS, Framework
 from tests.support import ROOT, pytest_run
 
@@ -41,10 +42,10 @@ def test_each_section_validator_reports_in_its_own_section():
     for name, fld, fragment in MOVED:
         section = "dtypes" if fld.endswith(".dtypes") else fld.split(".")[0].split("[")[0]
         data, lines, _, _ = contract_mod._load_with_lines((HOSTILE / f"{name}.yaml").read_text())
-        r = contract_mod._Rules(data, lines, 10 ** 6)
+        r = contract_mod._Rules(data, lines, 10 ** 6, reference_names)
         SECTION_RULES[section](r)
         assert any(p[1] == fld and fragment in p[2] for p in r.problems), (name, r.problems)
-        others = contract_mod._Rules(data, lines, 10 ** 6)
+        others = contract_mod._Rules(data, lines, 10 ** 6, reference_names)
         for key, rules in SECTION_RULES.items():
             if key != section:
                 rules(others)
@@ -55,7 +56,7 @@ def test_each_section_validator_reports_in_its_own_section():
 def test_moved_rule_is_a_contract_error_at_load(name, fld, fragment):
     path = HOSTILE / f"{name}.yaml"
     with pytest.raises(ContractError) as info:
-        load_contract(path)
+        load_checked(path)
     line = next(p[0] for p in info.value.problems if p[1] == fld)
     assert f"{path}:{line}: {fld}: " in str(info.value) and fragment in str(info.value)
 
@@ -93,4 +94,4 @@ def test_an_unknown_framework_is_named_as_one(tmp_path):
                     "frameworks: {paddle: {not_applicable: no}}\n")
     with pytest.raises(ContractError, match=r"c.yaml:5: frameworks.paddle: unknown framework 'paddle' \(known: "
                                             + ", ".join(FRAMEWORKS)):
-        load_contract(path)
+        load_checked(path)

@@ -12,7 +12,8 @@ import pytest
 from layer_conformance import adapters
 from layer_conformance.checks import CHECKS
 from layer_conformance.contract import (CHECK_IDS, Contract, ContractError, ContractNotFound,
-                              bundled_contracts, find_contract, load_contract)
+                              bundled_contracts, find_contract)
+from layer_conformance.reference_check import load_checked  # as a run loads a contract: its reference run too
 from tests.support import ROOT, pytest_run
 
 HOSTILE = Path(__file__).resolve().parent / "hostile_contracts"
@@ -34,7 +35,7 @@ FIXTURES = sorted(p for p in HOSTILE.glob("*.yaml") if _expectations(p))
 
 def test_every_bundled_contract_loads():
     for name, path in bundled_contracts().items():
-        assert isinstance(load_contract(path), Contract), name
+        assert isinstance(load_checked(path), Contract), name
 
 
 def test_every_check_can_be_named_in_a_contract():
@@ -47,7 +48,7 @@ def test_hostile_contract_lists_every_problem(path, monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)  # a YAML tag that ran a command would leave its file here
     expected = _expectations(path)
     with pytest.raises(ContractError) as info:
-        load_contract(path)
+        load_checked(path)
     exc = info.value
     assert exc.__cause__ is None and (exc.__context__ is None or exc.__suppress_context__)  # nothing chained
     got = [(line, fld, msg) for line, fld, msg in exc.problems]
@@ -65,9 +66,9 @@ def test_a_file_that_is_not_text_or_not_there(tmp_path):
     latin1 = tmp_path / "latin1.yaml"
     latin1.write_bytes(b"name: rmsnorm\ndescription: caf\xe9\n")
     with pytest.raises(ContractError, match=r"latin1.yaml:2: \(file\): not UTF-8 text"):
-        load_contract(latin1)
+        load_checked(latin1)
     with pytest.raises(ContractError, match=r"cannot read"):
-        load_contract(HOSTILE)  # a directory
+        load_checked(HOSTILE)  # a directory
     with pytest.raises(ContractNotFound, match="no such contract file"):
         find_contract(str(HOSTILE / "missing.yaml"))
     with pytest.raises(ContractNotFound, match="bundled contracts are .*rmsnorm.*path to a contract of your own"):
@@ -78,7 +79,7 @@ def test_a_file_that_is_not_text_or_not_there(tmp_path):
 def test_missing_native_class_is_reported_by_the_native_check_with_file_and_line(session):
     from layer_conformance.runner import context_for, run_check
     path = HOSTILE / "native_class_missing.yaml"
-    contract = load_contract(path)  # torch exists: whether torch.nn has the class needs an import
+    contract = load_checked(path)  # torch exists: whether torch.nn has the class needs an import
     rec = run_check(context_for(contract, "layer_conformance.reference_impls.torch.rmsnorm:IMPL", "torch",
                                 session=session), "native")
     assert rec["outcome"] == "failed"
@@ -148,14 +149,14 @@ def test_cli_contract_out_of_bounds_exits_3_naming_file_line_field(name, tmp_pat
 def test_input_element_limit_is_settable(monkeypatch):
     path = HOSTILE / "huge_input.yaml"
     with pytest.raises(ContractError) as info:
-        load_contract(path, max_input_elements=2 ** 25)  # the input just over 16 Mi now fits; 8e9 does not
+        load_checked(path, max_input_elements=2 ** 25)  # the input just over 16 Mi now fits; 8e9 does not
     assert [p[1] for p in info.value.problems] == ["cases[0].inputs.X.shape"]
     monkeypatch.setenv("CONFORMANCE_MAX_INPUT_ELEMENTS", "31")
     with pytest.raises(ContractError, match=r"cases\[1\].inputs.X.shape: 32 elements is more than the 31"):
-        load_contract(bundled_contracts()["centered"])
+        load_checked(bundled_contracts()["centered"])
     monkeypatch.setenv("CONFORMANCE_MAX_INPUT_ELEMENTS", "0")
     with pytest.raises(ValueError, match="positive whole number"):
-        load_contract(bundled_contracts()["centered"])
+        load_checked(bundled_contracts()["centered"])
 
 
 def test_cli_max_input_elements(tmp_path):

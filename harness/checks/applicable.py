@@ -20,18 +20,18 @@ def _function(contract, what):
 
 
 def _spec_not_applicable(spec, prefix="not applicable: "):
-    return f"{prefix}{spec['not_applicable']}" if spec.get("not_applicable") else None
+    return f"{prefix}{spec.not_applicable}" if spec.not_applicable else None
 
 
 def _no_gradient(contract, framework):
-    return "the contract declares no gradient" if contract.gradients.get("mode", "true") == "none" else None
+    return "the contract declares no gradient" if not contract.gradients.declared else None
 
 
 def _native(contract, framework):
     spec = contract.native.get(framework)
     if spec is None:
         return f"the contract names no native {framework} layer"
-    return f"no native {framework} layer: {spec['none']}" if "none" in spec else None
+    return f"no native {framework} layer: {spec.none}" if spec.none is not None else None
 
 
 def _modes(contract, framework):

@@ -201,7 +201,7 @@ class CheckContext:
             if len(tail) == 1:
                 out[slot] = tail[0]
                 continue
-            want = self.contract.shape(spec["shape"])
+            want = self.contract.shape(spec.shape)
             same = [k for k, s in shapes.items() if s == want and k not in out.values()]
             if len(same) == 1:
                 out[slot] = same[0]

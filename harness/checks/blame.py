@@ -49,7 +49,7 @@ def state_findings(ctx) -> list[Finding]:
         name = mapping.get(slot)
         if name in trainable:
             continue
-        loose = untracked_for(untracked, slot, contract.shape(spec["shape"]))
+        loose = untracked_for(untracked, slot, contract.shape(spec.shape))
         named.update(loose)
         if loose:
             out.append(Finding("parameters", f"{slot!r} is untracked"))
@@ -66,7 +66,7 @@ def state_findings(ctx) -> list[Finding]:
             out.append(Finding(owner, f"{slot!r} is registered as trainable"))
             continue
         if name not in non_trainable:
-            loose = untracked_for(untracked, slot, contract.shape(spec["shape"]))
+            loose = untracked_for(untracked, slot, contract.shape(spec.shape))
             if buffers_run:
                 named.update(loose)
                 out.append(Finding("buffers", f"{slot!r} is {'untracked' if loose else 'missing'}"))

@@ -5,12 +5,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..dtypes import is_floating
+from ..reference_run import reference
 from .base import CheckFailed
 
 
 def reference_forward(ctx, inputs, state):
     """The reference's output in float64 for the case's inputs, at ``state``."""
-    _, forward, _ = ctx.contract.reference()
+    _, forward, _ = reference(ctx.contract)
     return np.asarray(forward(*[np.asarray(a, dtype=np.float64) if is_floating(a.dtype) else a
                                 for a in inputs], **{**ctx.contract.constructor, **state}))  # a slot may share a flag's name (bias)
 
@@ -21,8 +22,8 @@ def import_native(ctx, path: str):
     try:
         return ctx.import_native(path)
     except Exception as exc:  # in the native executor: RemoteError; in-process: ImportError, AttributeError
-        key = "function" if "function" in ctx.contract.native.get(ctx.adapter.name, {}) else "class"
-        where = ctx.contract.location("native", ctx.adapter.name, key)
+        native = ctx.contract.native.get(ctx.adapter.name)
+        where = ctx.contract.location("native", ctx.adapter.name, native.key if native else "class")
         raise CheckFailed(f"the contract's native layer {path!r} does not exist ({where}): "
                           f"{exc}") from None
 

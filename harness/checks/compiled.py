@@ -78,9 +78,10 @@ def check_compiled(ctx):
     from .. import inputs as inputs_mod
     adapter, contract = ctx.adapter, ctx.contract
     state = inputs_mod.test_state(contract)
-    differentiate = contract.gradients.get("mode", "true") != "none"
+    differentiate = contract.gradients.declared
     extra_rows = (1,) if adapter.retraces_per_shape else (1, 2)  # the new batch sizes: n0 + each
-    max_recompiles = spec.get("max_recompiles", len(extra_rows))  # one recompile per new size at most
+    # one recompile per new size at most, unless the contract says
+    max_recompiles = len(extra_rows) if spec.max_recompiles is None else spec.max_recompiles
     sizes_said = "one new batch size" if len(extra_rows) == 1 else f"{len(extra_rows)} new batch sizes"
     rng = inputs_mod.rng_for(ctx.seed, contract.name, "compiled")
     details, problems = {}, Findings()  # each hint once, after all compilers' problems
@@ -172,7 +173,7 @@ def check_compiled(ctx):
         if after_cases["traces"] < 1:
             found.append(f"{compiler} compiled nothing: no trace ran, so the layer ran eagerly (the compiler "
                          f"skipped it)")
-        if after_cases["breaks"] and not spec.get("allow_graph_breaks"):
+        if after_cases["breaks"] and not spec.allow_graph_breaks:
             reasons = sorted(set(after_cases["breaks"]))
             found.append(f"{compiler} broke the graph {len(after_cases['breaks'])} time(s): "
                          f"{'; '.join(reasons)}; the layer is not captured as one graph (a contract may allow "

@@ -51,7 +51,7 @@ def _load_hint(fmt: str, text: str) -> str:
 
 
 def _formats_wanted(ctx):
-    return ctx.contract.export.get("formats")
+    return ctx.contract.export.formats
 
 
 def _same(a, b) -> bool:
@@ -157,7 +157,7 @@ def _differentiation(ctx, name, case, out):
     differentiated. The cotangent is drawn from the case's own stream, so that the original and the loaded
     layer, each from its own output, draw the same one."""
     contract = ctx.contract
-    if contract.gradients.get("mode", "true") == "none" or not is_floating(out.dtype):
+    if not contract.gradients.declared or not is_floating(out.dtype):
         return None
     idx = contract.differentiated(case)[1]
     if not idx and not contract.trainable:

@@ -14,6 +14,7 @@ from .. import inputs as inputs_mod
 from ..compare import describe_mismatch
 from .base import CheckFailed, CheckSkipped, unexpected_error
 from ..record import NotApplicable
+from ..reference_run import reference
 from .optional import call_adapter
 
 _EXACT_UP_TO = 256  # outputs up to this size get the full J t; larger ones random projections
@@ -41,7 +42,7 @@ def check_forward_mode(ctx):
     from .common import reference_forward
     adapter, contract = ctx.adapter, ctx.contract
     state = inputs_mod.test_state(contract)
-    _, _, ref_vjp = contract.reference()
+    _, _, ref_vjp = reference(contract)
     problems = []
 
     def push(layer, x, t, what):
@@ -53,14 +54,14 @@ def check_forward_mode(ctx):
             raise CheckFailed(f"forward-mode differentiation {what} raised {unexpected_error(exc)}") from exc
 
     first = contract.cases[0]["inputs"]
-    for k, ex in enumerate(spec.get("worked_examples") or []):
-        what = f"in worked example {k}" + (f" ({ex['description']})" if ex.get("description") else "")
-        x = [np.asarray(ex["inputs"][n], dtype=np_dtype(s["dtype"])) for n, s in first.items()]
-        t = [np.asarray(ex["tangents"][n], dtype=np_dtype(s["dtype"])) if n in ex["tangents"] else None
+    for k, ex in enumerate(spec.worked_examples):
+        what = f"in worked example {k}" + (f" ({ex.description})" if ex.description else "")
+        x = [np.asarray(ex.inputs[n], dtype=np_dtype(s["dtype"])) for n, s in first.items()]
+        t = [np.asarray(ex.tangents[n], dtype=np_dtype(s["dtype"])) if n in ex.tangents else None
              for n, s in first.items()]
         layer, state, _ = ctx.layer_at(state)
         out, tan = push(layer, x, t, what)
-        for label, got, want in (("output", out, ex["expected"]["output"]), ("tangent", tan, ex["expected"]["tangent"])):
+        for label, got, want in (("output", out, ex.expected.output), ("tangent", tan, ex.expected.tangent)):
             got = ctx.output_numpy(got, f"the {label} {what}")
             rtol, atol = ctx.tolerance("forward_mode", str(got.dtype))
             diff = describe_mismatch(got, np.asarray(want, dtype=np.float64), rtol, atol, what=f"{label} {what}")

@@ -34,10 +34,10 @@ def check_native_function(ctx, spec):
     are recorded, not judged, on ``native_gradients.record`` cases: that is where the contract
     chose a convention the framework need not share."""
     contract, adapter = ctx.contract, ctx.adapter
-    native = import_native(ctx, spec["function"])
-    label = spec["function"]
+    native = import_native(ctx, spec.function)
+    label = spec.function
     agree, record = contract.native_gradients
-    with_grads = contract.gradients.get("mode", "true") != "none"
+    with_grads = contract.gradients.declared
     problems, conventions, worst = [], {}, 0.0
     for case in contract.cases:
         inputs = ctx.case_inputs(case)

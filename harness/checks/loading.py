@@ -77,8 +77,8 @@ def check_strict_loading(ctx):
             raise CheckFailed("; ".join(problems), **details)
         return details
     adapter, contract = ctx.adapter, ctx.contract
-    variant_args = ctx.constructor_args(spec["variant"])
-    variant_text = ", ".join(f"{k}={v!r}" for k, v in spec["variant"].items())
+    variant_args = ctx.constructor_args(spec.variant)
+    variant_text = ", ".join(f"{k}={v!r}" for k, v in spec.variant.items())
 
     def variant():
         try:
@@ -89,7 +89,7 @@ def check_strict_loading(ctx):
     full = ctx.new_layer(inputs_mod.test_state(contract))
     small = variant()
     mapping = ctx.slot_map(full, strict=True)
-    optional = sorted(mapping[s] for s in spec["slots"])
+    optional = sorted(mapping[s] for s in spec.slots)
     full_names, small_names = set(adapter.serialized_state(full)), set(adapter.serialized_state(small))
     grown, lost = sorted(full_names - small_names), sorted(small_names - full_names)
     details.update(optional=optional, grows_by=grown)

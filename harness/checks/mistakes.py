@@ -19,6 +19,7 @@ import numpy as np
 from ..compare import describe_mismatch
 from ..dtypes import is_floating
 from ..check_catalog import PER_DTYPE
+from ..reference_run import reference
 
 
 @dataclass(frozen=True)
@@ -350,13 +351,13 @@ for _m in KNOWN_MISTAKES:
 def recognize(ctx, state, outputs) -> str:
     """The known mistake that explains every case's output, as a sentence; else ''.
     ``outputs``: [(inputs, the layer's output)] for the cases checked."""
-    module = ctx.contract.reference_module.rpartition(".")[2]
+    module = ctx.contract.reference.module.rpartition(".")[2]
     kw = {**ctx.contract.constructor, **state}
     for mistake in KNOWN_MISTAKES:
         if module not in mistake.references:
             continue
         matched, differs = True, False
-        _, forward, _ = ctx.contract.reference()
+        _, forward, _ = reference(ctx.contract)
         for inputs, got in outputs:
             x64 = [np.asarray(a, dtype=np.float64) if is_floating(a.dtype) else a for a in inputs]
             try:
@@ -401,10 +402,10 @@ def accumulated_low(ctx, state, outputs) -> str:
     need = ctx.contract.accumulate
     # the reference module's own ``accumulated_in`` (docs/contracts.md, ``accumulate``): the reference with its
     # statistics summed in a given dtype
-    if not need or not outputs or "accumulated_in" not in reference_names(ctx.contract.reference_module)[0]:
+    if not need or not outputs or "accumulated_in" not in reference_names(ctx.contract.reference.module)[0]:
         return ""
     kw = {**ctx.contract.constructor, **state}
-    module, forward, _ = ctx.contract.reference()
+    module, forward, _ = reference(ctx.contract)
     variant = module.accumulated_in
     failing = 0
     for inputs, got in outputs:

@@ -30,9 +30,9 @@ MIXED_TOLERANCES = {"float16": (8 * 2.0 ** -10, 8 * 2.0 ** -10), "bfloat16": (8 
 
 
 def _tolerance(ctx, compute: str, ref: np.ndarray) -> tuple[float, float]:
-    declared = (ctx.contract.tolerances.get("checks") or {}).get("mixed_precision") or {}
-    if compute in declared:
-        return float(declared[compute]["rtol"]), float(declared[compute]["atol"])
+    declared = ctx.contract.tolerances.checks.get("mixed_precision", {}).get(compute)
+    if declared is not None:
+        return float(declared.rtol), float(declared.atol)
     rtol, atol = MIXED_TOLERANCES.get(compute, ctx.tolerance("mixed_precision", compute))
     finite = np.abs(ref[np.isfinite(ref)]) if ref.size else ref
     scale = float(np.sqrt(np.mean(finite ** 2))) if finite.size else 1.0
@@ -44,7 +44,6 @@ def _floating(dtype: str) -> bool:
 
 
 def check_mixed_precision(ctx):
-    spec = ctx.contract.mixed_precision
     require(ctx, "mixed_precision_policies", "mixed_precision_run")
     from .. import inputs as inputs_mod
     adapter, contract = ctx.adapter, ctx.contract
@@ -63,7 +62,7 @@ def check_mixed_precision(ctx):
     inputs = ctx.case_inputs(case)
     names = list(case["inputs"])
     _, idx, _ = contract.differentiated(case)
-    differentiate = contract.gradients.get("mode", "true") != "none"
+    differentiate = contract.gradients.declared
     wrt = list(idx) if differentiate else []
     state = inputs_mod.test_state(contract)
 
@@ -72,8 +71,8 @@ def check_mixed_precision(ctx):
     want = ctx.output_numpy(ctx.run(layer, inputs))
     mapping = ctx.slot_map(layer) if layer is not None else {}
     assign = {mapping[s]: np.asarray(v) for s, v in held.items() if s in mapping}
-    declared = {mapping[s]: spec_.get("dtype", "float32")
-                for s, spec_ in {**contract.trainable, **contract.non_trainable}.items() if s in mapping}
+    declared = {mapping[s]: slot.dtype for s, slot in {**contract.trainable, **contract.non_trainable}.items()
+                if s in mapping}
     rng = inputs_mod.rng_for(ctx.seed, contract.name, "mixed_precision")
     cotangent = rng.standard_normal(want.shape) if wrt or (differentiate and layer is not None) else None
     if cotangent is not None and np.iscomplexobj(want):

@@ -40,10 +40,10 @@ def check_modes(ctx):
     spec = ctx.contract.modes   # a layer's, stated: layer_conformance.checks.applicable
     require(ctx, "nest", "manual_seed")
     adapter, contract = ctx.adapter, ctx.contract
-    train = spec["train"]
-    rate = contract.resolve_arg(train["rate"])  # a number in (0, 1) or $name of a constructor argument
-    false_alarm = float(train.get("false_alarm", 1e-9))
-    x = inputs_mod.make_input(contract, "modes", "input", train["input"], ctx.seed)
+    train = spec.train
+    rate = contract.resolve_arg(train.rate)  # a number in (0, 1) or $name of a constructor argument
+    false_alarm = float(train.false_alarm)
+    x = inputs_mod.make_input(contract, "modes", "input", train.input, ctx.seed)
     if np.any(x == 0):
         raise CheckFailed(f"modes.train.input draws exact zeros, which would read as dropped "
                           f"({contract.location('modes', 'train', 'input')}); draw uniform away from 0")

@@ -12,6 +12,7 @@ from .base import CheckFailed, unexpected_error
 from .common import import_native, reference_forward
 from .functions import check_native_function, native_dtype_problem, nondiff_probe
 from .mistakes import Findings, hint
+from ..reference_run import reference
 
 
 def _check_output(ctx, got, expected_dtype, what, given=None):
@@ -53,16 +54,16 @@ def check_values(ctx):
 def check_native(ctx):
     """Against the framework's own layer, with the same state, where the contract names one."""
     spec = ctx.contract.native[ctx.adapter.name]   # one is named: layer_conformance.checks.applicable
-    if "function" in spec:
+    if spec.function is not None:
         return check_native_function(ctx, spec)
-    cls = import_native(ctx, spec["class"])
-    args = {k: ctx.contract.resolve_arg(v) for k, v in (spec.get("args") or {}).items()}
+    cls = import_native(ctx, spec.class_path)
+    args = {k: ctx.contract.resolve_arg(v) for k, v in spec.args.items()}
     native = ctx.in_dtype(ctx.adapter.build(ctx.adapter.construct_native(cls, args), ctx.build_inputs()))
     ours, state, unset = ctx.layer_at(inputs_mod.test_state(ctx.contract))
     native_names = ctx.adapter.trainable(native) | ctx.adapter.non_trainable(native)
-    for slot, name in (spec.get("state") or {}).items():
+    for slot, name in spec.state.items():
         if name not in native_names:
-            raise CheckFailed(f"native {spec['class']} has no state {name!r} for slot {slot!r} "
+            raise CheckFailed(f"native {spec.class_path} has no state {name!r} for slot {slot!r} "
                               f"(it has {sorted(native_names)})")
         ctx.adapter.assign(native, name, state[slot])
     problems, worst = [], 0.0
@@ -70,7 +71,7 @@ def check_native(ctx):
         inputs = ctx.case_inputs(case)
         got = ctx.output_numpy(ctx.run(ours, inputs))
         want = ctx.adapter.numpy(ctx.adapter.call(native, inputs))
-        what = f"case {case['name']!r} vs native {spec['class']}"
+        what = f"case {case['name']!r} vs native {spec.class_path}"
         # the native layer's output dtype is part of what it does: a layer that promotes or demotes it differs
         bad_dtype = native_dtype_problem(got, want, inputs, what)
         if bad_dtype:
@@ -246,28 +247,28 @@ def check_gradients(ctx):
     """Gradients w.r.t. inputs and trainable slots against the reference VJP (true or surrogate)."""
     contract, adapter = ctx.contract, ctx.adapter
     grads_spec = contract.gradients
-    mode = grads_spec.get("mode", "true")
-    rule = "declared surrogate rule" + (f" ({grads_spec['rule']})" if grads_spec.get("rule") else "") \
+    mode = grads_spec.mode
+    rule = "declared surrogate rule" + (f" ({grads_spec.rule})" if grads_spec.rule else "") \
         if mode == "surrogate" else "reference derivative"
-    _, _, ref_vjp = contract.reference()
+    _, _, ref_vjp = reference(contract)
     state = inputs_mod.test_state(contract)
     problems, notes = Findings(), []
 
-    for example in grads_spec.get("worked_examples") or []:
+    for example in grads_spec.worked_examples:
         names = list(contract.cases[0]["inputs"])
         dtypes = {n: s["dtype"] for n, s in contract.cases[0]["inputs"].items()}
-        x = [np.asarray(example["inputs"][n], dtype=np_dtype(dtypes[n])) for n in names]
-        idx = [i for i, n in enumerate(names) if n in example["expected"]]
+        x = [np.asarray(example.inputs[n], dtype=np_dtype(dtypes[n])) for n in names]
+        idx = [i for i, n in enumerate(names) if n in example.expected]
         layer, state, _ = ctx.layer_at(state)
         try:
-            _, grads, _ = adapter.vjp(ctx.callable(layer), layer, x, idx, np.asarray(example["cotangent"]))
+            _, grads, _ = adapter.vjp(ctx.callable(layer), layer, x, idx, np.asarray(example.cotangent))
         except NotApplicable:
             raise   # a dtype the framework has not (MXNet's bfloat16): n/a, not a failure
         except Exception as exc:
             raise CheckFailed(f"differentiating the worked example raised {unexpected_error(exc)}") from exc
         for i in idx:
-            want = np.asarray(example["expected"][names[i]], dtype=np.float64)
-            label = f"{names[i]!r} in the worked example{': ' + example['description'] if example.get('description') else ''}"
+            want = np.asarray(example.expected[names[i]], dtype=np.float64)
+            label = f"{names[i]!r} in the worked example{': ' + example.description if example.description else ''}"
             bad = _compare_grad(ctx, label, grads[i], want, x[i], rule, _rule_recorded(ctx, layer, x, idx))
             if bad:
                 problems.add(*bad)
@@ -310,7 +311,7 @@ def check_gradients(ctx):
             if bad:
                 problems.add(*bad)
         problems += nondiff_probe(ctx, case, layer, inputs, cotangent, notes)
-        if mode == "true" and grads_spec.get("finite_difference", True) and not problems:
+        if mode == "true" and grads_spec.finite_difference and not problems:
             fd, why = _finite_difference(ctx, layer, inputs, idx, cotangent, rng, expected_out)
             if fd is None:
                 notes.append(f"case {case['name']!r}: finite differences skipped: {why}")

@@ -57,15 +57,15 @@ def _outputs(ctx, inputs_per_case, state, dtype: str | None = None):
 
 def _native_outputs(ctx, inputs_per_case, state):
     """The contract's native layer for this framework at ``state``, in ``ctx``'s dtype; None where none."""
-    spec = ctx.contract.native.get(ctx.adapter.name) or {}
-    if "class" not in spec:
+    spec = ctx.contract.native.get(ctx.adapter.name)
+    if spec is None or spec.class_path is None:
         return None, None
-    cls = import_native(ctx, spec["class"])
-    args = {k: ctx.contract.resolve_arg(v) for k, v in (spec.get("args") or {}).items()}
+    cls = import_native(ctx, spec.class_path)
+    args = {k: ctx.contract.resolve_arg(v) for k, v in spec.args.items()}
     native = ctx.in_dtype(ctx.adapter.build(ctx.adapter.construct_native(cls, args), ctx.build_inputs()))
-    for slot, name in (spec.get("state") or {}).items():
+    for slot, name in spec.state.items():
         ctx.adapter.assign(native, name, state[slot])
-    return spec["class"], [ctx.adapter.numpy(ctx.adapter.call(native, inputs)) for inputs in inputs_per_case]
+    return spec.class_path, [ctx.adapter.numpy(ctx.adapter.call(native, inputs)) for inputs in inputs_per_case]
 
 
 def _ulps(outputs, expected, dtype: str) -> float:

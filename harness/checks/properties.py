@@ -15,7 +15,7 @@ from .optional import call_adapter, require
 
 
 def _input(ctx, prop, i, name="input", shape=None):
-    spec = dict(prop.get("input") or {"dtype": "float32", "draw": "normal"})
+    spec = dict(prop.input or {"dtype": "float32", "draw": "normal"})
     if shape is not None:
         spec["shape"] = list(shape)
     return inputs_mod.make_input(ctx.contract, f"properties/{i}", name, spec, ctx.seed)
@@ -26,7 +26,7 @@ def _mean_zero(ctx, prop, i):
     seen (input or output), alone or as the last layer of a Sequential after a dense layer."""
     x = _input(ctx, prop, i)
     layer = ctx.new_layer()
-    dense = prop.get("after_dense")
+    dense = prop.after_dense
     if dense:
         where = f"inside a Sequential after a dense layer {dense[0]} -> {dense[1]}"
         # the dense layer in the dtype the checks run in, as the layer is
@@ -35,7 +35,7 @@ def _mean_zero(ctx, prop, i):
         where = "on the layer alone"
         out = ctx.run(layer, [x])
     y = ctx.output_numpy(out, f"the output {where}")
-    ulps = float(prop.get("ulps", 64))
+    ulps = float(prop.ulps)
     scale = max(float(np.max(np.abs(x), initial=0.0)), float(np.max(np.abs(y), initial=0.0)))
     bound = ulps * float(finfo(y.dtype.name).eps) * scale
     mean = float(np.mean(y.astype(np.float64)))
@@ -64,7 +64,7 @@ def _mean_square(ctx, prop, i):
 def _causal_mask(ctx, prop, i):
     """For every T from 1 to ``up_to``: the lower triangle and the diagonal of a T x T score matrix
     pass bit-equal, the strict upper triangle becomes -inf."""
-    up_to = int(ctx.contract.resolve_dim(prop.get("up_to", "max_len")))
+    up_to = int(ctx.contract.resolve_dim(prop.up_to))
     layer = ctx.new_layer()
     for T in range(1, up_to + 1):
         x = _input(ctx, prop, i, name=f"T{T}", shape=(T, T))
@@ -92,15 +92,15 @@ KINDS = {"mean_zero": _mean_zero, "mean_square": _mean_square, "causal_mask": _c
 def check_properties(ctx):
     """Every property the contract states, each by its kind's single implementation."""
     props = ctx.contract.properties   # a layer's, stated: layer_conformance.checks.applicable
-    if any(p.get("after_dense") for p in props):
+    if any(p.after_dense for p in props):
         require(ctx, "nest")
     problems, checked = [], []
     for i, prop in enumerate(props):
-        detail, problem = KINDS[prop["kind"]](ctx, prop, i)
+        detail, problem = KINDS[prop.kind](ctx, prop, i)
         if problem:
             problems.append(problem)
         else:
-            checked.append({"kind": prop["kind"], **detail})
+            checked.append({"kind": prop.kind, **detail})
     if problems:
         raise CheckFailed("; ".join(problems), checked=checked)
     return {"checked": checked}

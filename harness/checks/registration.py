@@ -11,7 +11,7 @@ from .base import CheckFailed, CheckSkipped, type_name, unexpected_error
 
 def check_composition(ctx):
     """Inside the framework's Sequential between two built-in layers: runs, and its state is seen."""
-    reason = ctx.contract.composition.get("skip")
+    reason = ctx.contract.composition.skip
     if reason:
         raise CheckSkipped(reason)
     adapter = ctx.adapter
@@ -20,7 +20,7 @@ def check_composition(ctx):
     inputs = next((b for b in batched if all(np.ndim(a) >= 2 for a in b)), ctx.first_inputs())
     if len(inputs) != 1:
         raise CheckSkipped("a Sequential passes one input; this layer takes several")
-    width = ctx.contract.composition.get("in_features") or inputs[0].shape[-1]
+    width = ctx.contract.composition.in_features or inputs[0].shape[-1]
     layer = ctx.new_layer()
     container = adapter.sequential(layer, int(width))
     x = inputs[0].astype(np.float32) if not is_floating(inputs[0].dtype) else inputs[0]

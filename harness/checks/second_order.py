@@ -17,6 +17,7 @@ from .. import inputs as inputs_mod
 from ..compare import describe_mismatch
 from .base import CheckFailed, CheckSkipped, unexpected_error
 from ..record import NotApplicable
+from ..reference_run import reference
 from .optional import call_adapter
 from .mistakes import hint
 
@@ -34,10 +35,10 @@ def check_second_order(ctx):
     spec = ctx.contract.second_order   # present: layer_conformance.checks.applicable
     from .common import reference_forward
     adapter, contract = ctx.adapter, ctx.contract
-    mod, _, _ = contract.reference()
-    ref_hvp = getattr(mod, spec["reference"])
+    mod, _, _ = reference(contract)
+    ref_hvp = getattr(mod, spec.reference)
     names = [c["name"] for c in contract.cases]
-    cases = [c for c in contract.cases if c["name"] in (spec.get("cases") or names)]
+    cases = [c for c in contract.cases if c["name"] in (spec.cases or names)]
     state = inputs_mod.test_state(contract)
     kw = {**contract.constructor, **state}
     rng = inputs_mod.rng_for(ctx.seed, contract.name, "second_order")
@@ -83,7 +84,7 @@ def check_second_order(ctx):
                 continue
             rtol, atol = ctx.tolerance("second_order", str(h.dtype))
             diff = describe_mismatch(h, expected, rtol, atol,
-                                     what=f"Hessian-vector product for {label} vs the reference {spec['reference']}")
+                                     what=f"Hessian-vector product for {label} vs the reference {spec.reference}")
             if diff:
                 problems.append(diff)
     problems = [f"case{'s' if len(where) > 1 else ''} {', '.join(where)}: differentiating the gradient "

@@ -13,12 +13,12 @@ from .mistakes import Findings, hint
 
 def _shape_dtype_problems(ctx, slot, spec, value) -> list[str]:
     problems = []
-    want_shape = ctx.contract.shape(spec["shape"])
+    want_shape = ctx.contract.shape(spec.shape)
     if tuple(value.shape) != want_shape:
         problems.append(f"slot {slot!r} has shape {list(value.shape)}, expected {list(want_shape)}")
     got_dtype = ctx.adapter.dtype_name(value)
-    if got_dtype != spec["dtype"]:
-        problems.append(f"slot {slot!r} has dtype {got_dtype}, expected {spec['dtype']}")
+    if got_dtype != spec.dtype:
+        problems.append(f"slot {slot!r} has dtype {got_dtype}, expected {spec.dtype}")
     return problems
 
 
@@ -48,7 +48,7 @@ def check_parameters(ctx):
     problems = Findings()  # each hint once, however many slots show the mistake
 
     for slot, spec in contract.trainable.items():
-        shape = contract.shape(spec["shape"])
+        shape = contract.shape(spec.shape)
         name = mapping.get(slot)
         if name is None or name not in trainable:
             loose = untracked_for(untracked, slot, shape)
@@ -73,7 +73,7 @@ def check_parameters(ctx):
             got = adapter.numpy(value)
             if not np.array_equal(got, init[slot]):
                 problems.append(f"trainable slot {slot!r} starts at {_values(got)}, expected {_values(init[slot])} "
-                                f"(init: {contract.trainable[slot]['init']!r})")
+                                f"(init: {contract.trainable[slot].init!r})")
         if all(id(value) != id(v) for v in adapter.optimizer_view(layer)):
             problems.append(f"trainable slot {slot!r} is not in the optimizer's view of the layer")
 
@@ -95,7 +95,7 @@ def check_parameters(ctx):
     if buffers_run:
         for slot, spec in contract.non_trainable.items():
             if mapping.get(slot) not in {**trainable, **adapter.non_trainable(layer)}:
-                nt_loose.update(untracked_for(untracked, slot, contract.shape(spec["shape"])))
+                nt_loose.update(untracked_for(untracked, slot, contract.shape(spec.shape)))
     for path, what in untracked.items():
         if path in nt_loose:
             continue
@@ -123,7 +123,7 @@ def check_buffers(ctx):
     problems = Findings()  # each hint once, however many slots show the mistake
     present = []
     for slot, spec in contract.non_trainable.items():
-        shape = contract.shape(spec["shape"])
+        shape = contract.shape(spec.shape)
         name = mapping.get(slot)
         if name in trainable:
             problems.add(f"non-trainable slot {slot!r} is registered as trainable ({name!r}): "
@@ -142,9 +142,9 @@ def check_buffers(ctx):
             why = hint("not_persistent", adapter.name)
             problems.append(f"non-trainable slot {slot!r} ({name!r}) is not in the saved state"
                             + (f": {why}" if why else ""))
-        elif not np.array_equal(held := np.asarray(saved[name]).astype(np_dtype(spec["dtype"])), init[slot]):
+        elif not np.array_equal(held := np.asarray(saved[name]).astype(np_dtype(spec.dtype)), init[slot]):
             problems.append(f"non-trainable slot {slot!r} does not hold its initial value: it starts at "
-                            f"{_values(held)}, expected {_values(init[slot])} (init: {spec['init']!r})")
+                            f"{_values(held)}, expected {_values(init[slot])} (init: {spec.init!r})")
     if present and not ctx.is_function:
         # no gradient may reach non-trainable state
         inputs = ctx.first_inputs()
