@@ -24,6 +24,10 @@ from . import wire
 
 STARTUP_TIMEOUT = 300.0  # seconds for an executor to import its framework and say hello
 FORK_TIMEOUT = 60.0      # seconds for the zygote to fork a fresh executor
+# execnet's socket bootstrap sends a class's source, which inspect finds by parsing its module (ast.parse); in
+# CPython 3.11 the AST constructor's recursion counter is shared by all threads, and two threads building ASTs
+# at once raise SystemError ("AST constructor recursion depth mismatch"): one bootstrap at a time
+SOCKET_BOOTSTRAP = threading.Lock()
 WARM_HELLO_TIMEOUT = 30.0  # seconds for a zygote kept from an earlier run (--keep-warm) to answer
 STACK_WAIT = 1.0         # seconds a process at its deadline has to dump its stacks before it is killed
 STACK_BYTES = 1 << 20    # the most of a stack dump read (a dump of a few hundred frames is some kB)
@@ -322,11 +326,14 @@ class Executor:
         """The execnet gateway to a new process: forked by the zygote, or (the zygote, the reference and probe
         executors) a process started now."""
         if self.zygote is not None:
-            return execnet.makegateway(self._fork())
+            spec = self._fork()
+            with SOCKET_BOOTSTRAP:
+                return execnet.makegateway(spec)
         if self.warm is not None:
             if not self.warm.answers(self.sandbox.namespaces):
                 raise ExecutorLost(f"the kept {self.framework} zygote (pid {self.warm.root_pid}) is stopped or gone")
-            return execnet.makegateway(f"socket=127.0.0.1:{self.warm.info['port']}//id={self.warm.info['token']}")
+            with SOCKET_BOOTSTRAP:
+                return execnet.makegateway(f"socket=127.0.0.1:{self.warm.info['port']}//id={self.warm.info['token']}")
         return execnet.makegateway(f"popen//python={self.sandbox.command(self.python, self.role, _reads())}")
 
     def _fork(self) -> str:
