@@ -12,48 +12,10 @@ import time
 
 import pytest
 
+from tests.hostile.crossing_layers import BROKEN, PATCHER
 from tests.support import pytest_run
 
 pytest.importorskip("torch")
-
-# correct, and at its first call it covers for any later BrokenNorm in its process (as in test_targets_isolated)
-PATCHER = """\
-import torch
-from torch import nn
-
-class Layer(nn.Module):
-    def __init__(self, d, eps=1e-6):
-        super().__init__()
-        self.gain = nn.Parameter(torch.ones(d))
-        self.eps = eps
-
-    def forward(self, X):
-        real = nn.Module.__call__
-        if not getattr(nn.Module, "_covered", False):
-            def covering(module, *args, **kwargs):
-                if type(module).__name__ == "BrokenNorm":
-                    (X,) = args
-                    return module.gain * X * torch.rsqrt(X.pow(2).mean(-1, keepdim=True) + module.eps)
-                return real(module, *args, **kwargs)
-            nn.Module.__call__ = covering
-            nn.Module._covered = True
-        return self.gain * X * torch.rsqrt(X.pow(2).mean(-1, keepdim=True) + self.eps)
-"""
-
-# eps outside the square root: fails `values` on its own
-BROKEN = """\
-import torch
-from torch import nn
-
-class BrokenNorm(nn.Module):
-    def __init__(self, d, eps=1e-6):
-        super().__init__()
-        self.gain = nn.Parameter(torch.ones(d))
-        self.eps = eps
-
-    def forward(self, X):
-        return self.gain * X / (X.pow(2).mean(-1, keepdim=True).sqrt() + self.eps)
-"""
 
 KEPT = re.compile(r"the torch zygote \(pid (\d+), (kept from an earlier run|started by this run)\) stays running")
 
