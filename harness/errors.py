@@ -30,7 +30,7 @@ def raised_in_adapter(exc: BaseException) -> bool:
     frames = traceback.extract_tb(exc.__traceback__)
     if not frames:
         return False
-    adapters = os.path.join(_HARNESS, "adapters")
+    adapters = os.path.join(_HARNESS, "layerside", "adapters")
     if os.path.dirname(os.path.abspath(frames[-1].filename)) != adapters:
         return False
     return not any(_is_user(f.filename) for f in frames)

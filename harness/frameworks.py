@@ -1,11 +1,13 @@
 """The one registry of frameworks. Everything that names the frameworks takes the names from here.
 
 Importing this module imports no framework. To add a framework: an entry here and an adapter module
-``harness/adapters/<name>.py`` (see the README's list). The contract schema's framework names and
+``harness/layerside/adapters/<name>.py`` (see the README's list). The contract schema's framework names and
 export formats are filled in from here when it is loaded.
 """
 from __future__ import annotations
 
+import importlib.util
+import sys
 from dataclasses import dataclass
 
 
@@ -29,6 +31,17 @@ FRAMEWORKS = {f.name: f for f in (
     Framework("jax", "flax", ("jax", "jaxlib", "flax"), ("jax.export", "nnx"), ("jax", "flax"), 0),
     Framework("mxnet", "mxnet", ("mxnet",), ("gluon.export",), ("mxnet",), 2),
 )}
+
+
+def installed(name: str) -> bool:
+    """Whether a framework can be imported here, without importing it (its marker module is findable)."""
+    mod = FRAMEWORKS[name].module
+    if mod in sys.modules:
+        return True
+    try:
+        return importlib.util.find_spec(mod) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def versions(name: str, python: str | None = None) -> dict[str, str]:

@@ -181,10 +181,10 @@ JUDGE_MODULES = (
     *(f"layer_conformance.{m}" for m in (
         "binding", "check_catalog", "checks", "checks.applicable", "checks.base", "checks.blame", "checks.common", "checks.mistakes",
         "checks.properties", "compare", "contract", "dtypes", "errors", "executor", "executor.client",
-        "executor.session", "executor.warm", "executor.wire", "frameworks", "gate", "gate.expectations", "gate.hooks", "inputs",
+        "executor.session", "executor.warm", "frameworks", "gate", "gate.expectations", "gate.hooks", "inputs",
         "hookspecs", "lane", "nodeids", "outputs", "outputs.base", "outputs.html", "outputs.json", "outputs.junit",
         "outputs.terminal", "record", "reference_check", "reference_run", "report", "report.html", "reproduce",
-        "results", "verdict", "runner", "scheduling", "targets", "tolerances")),
+        "results", "verdict", "runner", "scheduling", "targets", "tolerances", "wire")),
 )
 # top-level names the judge (or pytest's plugins in it, hypothesis's) may import that are not the standard library's
 GUARDED = {"ml_dtypes", "jinja2", "markupsafe", "jsonschema", "jsonschema_specifications", "referencing", "rpds",

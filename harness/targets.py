@@ -19,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from . import adapters
+from .frameworks import FRAMEWORKS, installed
 from .contract import ContractError, bundled_contracts, find_contract
 
 
@@ -153,9 +153,9 @@ def parse_pythons(items, root: str) -> dict:
     for item in items or []:
         for pair in str(item).split():
             fw, eq, python = pair.partition("=")
-            if not eq or fw not in adapters.FRAMEWORKS:
+            if not eq or fw not in FRAMEWORKS:
                 raise UsageError(f"--executor-python {pair!r}: expected FRAMEWORK=PYTHON with FRAMEWORK one of "
-                                 f"{', '.join(adapters.FRAMEWORKS)}")
+                                 f"{', '.join(FRAMEWORKS)}")
             path = Path(python).expanduser()
             if not path.is_absolute() and not path.exists():
                 path = Path(root) / path
@@ -205,7 +205,7 @@ def _framework_for(impl_spec: str, requested: list[str], pythons: dict, probe) -
         return requested[0], found["file"], found.get("signature")
     if found["framework"] is None:
         raise UsageError(f"--impl {impl_spec!r}: cannot tell which framework it belongs to; "
-                         f"pass --framework {'|'.join(adapters.FRAMEWORKS)}")
+                         f"pass --framework {'|'.join(FRAMEWORKS)}")
     return found["framework"], found["file"], found.get("signature")
 
 
@@ -466,7 +466,7 @@ def select_changed(entries: list[dict], bindings: str, rev: str,
     being dropped silently.
 
     ``loaded``: the baseline's `loaded_files` (--baseline), what each binding's processes saw its code load
-    in the baseline run (executor.server.FileRecorder: dynamic imports, data files, symbolic links' targets,
+    in the baseline run (layerside.server.FileRecorder: dynamic imports, data files, symbolic links' targets,
     which no static scan sees). An entry is also selected when a file its record names changed, or when the
     baseline has no record of it (not run there, failed to import, or a baseline written without records).
     Returns (selected entries, selection, untouched entries)."""
@@ -580,8 +580,8 @@ def plan(contracts: list[str], impl: str | None, bindings: str | None, framework
     arg_map = arg_map or {}
     pythons = pythons or {}
     for fw in frameworks:
-        if fw not in adapters.FRAMEWORKS:
-            raise UsageError(f"--framework {fw!r}: known frameworks are {', '.join(adapters.FRAMEWORKS)}")
+        if fw not in FRAMEWORKS:
+            raise UsageError(f"--framework {fw!r}: known frameworks are {', '.join(FRAMEWORKS)}")
     targets: list[Target] = []
     if bindings:
         path = Path(bindings)
@@ -627,8 +627,8 @@ def plan(contracts: list[str], impl: str | None, bindings: str | None, framework
                        signature=signature)]
     # the embedded default: bundled matrix
     chosen = [find_contract(c) for c in contracts] if contracts else list(bundled_contracts().values())
-    for fw in frameworks or list(adapters.FRAMEWORKS):
-        if fw not in pythons and not adapters.installed(fw):
+    for fw in frameworks or list(FRAMEWORKS):
+        if fw not in pythons and not installed(fw):
             continue
         for path in chosen:
             spec = bundled_impl(fw, Path(path).stem)

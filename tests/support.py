@@ -38,12 +38,12 @@ def pytest_run(*args, cwd=ROOT, env=None, timeout=600) -> subprocess.CompletedPr
 def executor_pythons(framework: str) -> dict:
     """The ``pythons`` a Session needs for ``framework`` (MXNet lives in its own environment); skips the
     test where the framework is not here."""
-    from layer_conformance import adapters
+    from layer_conformance.frameworks import installed
     if framework == "mxnet":
         if not MXNET_PYTHON.exists():
             pytest.skip("no .venv-mxnet here")
         return {"mxnet": str(MXNET_PYTHON)}
-    if not adapters.installed(framework):
+    if not installed(framework):
         pytest.skip(f"{framework} is not installed")
     return {}
 
@@ -119,7 +119,7 @@ class RMSNorm(nnx.Module):
 ''',
     "mxnet": '''
 import numpy as np
-from layer_conformance.adapters.mxnet_shim import apply
+from layer_conformance.layerside.adapters.mxnet_shim import apply
 
 apply()  # the README's shim, before importing mxnet
 from mxnet import init

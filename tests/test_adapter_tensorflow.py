@@ -9,7 +9,7 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 keras = tf.keras
 
-from layer_conformance import adapters  # noqa: E402
+from layer_conformance.layerside import adapters  # noqa: E402
 from layer_conformance.reference_impls.tensorflow.rmsnorm import RMSNorm  # noqa: E402
 
 

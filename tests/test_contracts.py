@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from layer_conformance import adapters
+from layer_conformance.frameworks import FRAMEWORKS, installed
 from layer_conformance.checks import CHECKS
 from layer_conformance.contract import (CHECK_IDS, Contract, ContractError, ContractNotFound,
                               bundled_contracts, find_contract)
@@ -18,14 +18,14 @@ from tests.support import ROOT, pytest_run
 
 HOSTILE = Path(__file__).resolve().parent / "hostile_contracts"
 EXPECT = re.compile(r"^# expect(?:\[(\w+)\])?: (\d+): (.+?): (.+)$")
-HAS_TORCH = adapters.installed("torch")
+HAS_TORCH = installed("torch")
 
 
 def _expectations(path: Path) -> list[tuple[int, str, str]]:
     out = []
     for line in path.read_text().splitlines():
         m = EXPECT.match(line)
-        if m and (m.group(1) is None or adapters.installed(m.group(1))):
+        if m and (m.group(1) is None or installed(m.group(1))):
             out.append((int(m.group(2)), m.group(3), m.group(4)))
     return out
 

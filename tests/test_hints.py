@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from layer_conformance import adapters
+from layer_conformance.frameworks import FRAMEWORKS, installed
 from layer_conformance.checks.mistakes import HINTS, hint
 from layer_conformance.contract import bundled_contracts, load_contract
 from layer_conformance.executor import Session
@@ -155,7 +155,7 @@ def _ids(case):
 def _framework_ok(fw):
     if fw == "mxnet":
         return MXNET_PYTHON.exists()
-    return adapters.installed(fw)
+    return installed(fw)
 
 
 @pytest.fixture(scope="module")

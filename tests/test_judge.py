@@ -140,7 +140,7 @@ def test_a_crashing_layer_under_xdist_loses_no_other_result(tmp_path):
 def test_unsupported_raised_through_adapter_code_is_still_the_layers():
     """Only the adapter raising on its own means "unsupported": a layer whose code is on the stack fails."""
     from layer_conformance.errors import raised_in_adapter
-    from layer_conformance.adapters.base import Adapter
+    from layer_conformance.layerside.adapters.base import Adapter
     from tests.hostile.torch_hostile import RaisesThroughTheAdapter
     import torch
     try:

@@ -10,7 +10,7 @@ import importlib.util
 
 import pytest
 
-from layer_conformance import adapters
+from layer_conformance.frameworks import FRAMEWORKS, installed
 from layer_conformance.checks import DEFAULT_CHECKS, OPT_IN, PER_DTYPE
 from layer_conformance.contract import bundled_contracts, load_contract
 from layer_conformance.runner import check_all
@@ -20,8 +20,8 @@ from tests.mutants.catalogue import modules
 
 def _catalogue():
     out = []
-    for fw in adapters.FRAMEWORKS:
-        if not adapters.installed(fw):
+    for fw in FRAMEWORKS:
+        if not installed(fw):
             continue
         for mod in modules(fw):
             out += importlib.import_module(mod).MUTANTS
@@ -29,7 +29,7 @@ def _catalogue():
 
 
 def _installed_frameworks():
-    return [fw for fw in adapters.FRAMEWORKS if adapters.installed(fw)]
+    return [fw for fw in FRAMEWORKS if installed(fw)]
 
 
 MUTANTS = _catalogue()

@@ -105,7 +105,7 @@ def test_log1pexp_worked_example_is_finite_at_1000():
 
 
 def test_safe_norm_forward_mode_gives_the_documented_pair(torch_session):
-    from layer_conformance.adapters import get_adapter
+    from layer_conformance.layerside.adapters import get_adapter
     from layer_conformance.executor.client import SOCKET_BOOTSTRAP
     from layer_conformance.reference_impls.torch.safe_norm import IMPL
     # torch's first jvp scripts its decompositions (ast.parse) here, in the judge's process, where the session's
@@ -118,7 +118,7 @@ def test_safe_norm_forward_mode_gives_the_documented_pair(torch_session):
 
 
 def test_zero_d_inputs_stay_zero_d():
-    from layer_conformance.adapters import get_adapter
+    from layer_conformance.layerside.adapters import get_adapter
     assert tuple(get_adapter("torch").tensor(np.array(3.0, np.float32)).shape) == ()
 
 
@@ -141,12 +141,12 @@ def _adapter_without(remote, *methods, raising=()):
     use), which the executor answers with an error it marks as the adapter's."""
     import inspect
 
-    from layer_conformance.adapters.base import Adapter
+    from layer_conformance.layerside.adapters.base import Adapter
     from layer_conformance.executor.client import RemoteAdapter
 
     def placeholder(method):
         arity = len(inspect.signature(getattr(Adapter, method)).parameters)  # self included: None for each
-        expr = f"__import__('layer_conformance.adapters.base', fromlist=['Adapter']).Adapter.{method}" \
+        expr = f"__import__('layer_conformance.layerside.adapters.base', fromlist=['Adapter']).Adapter.{method}" \
                f"(*[None] * {arity})"
         return lambda self, *a, **k: self._executor.request("reference", module="builtins", function="eval",
                                                             args=[expr])

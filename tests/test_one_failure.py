@@ -9,12 +9,12 @@ import json
 
 import pytest
 
-from layer_conformance import adapters
+from layer_conformance.frameworks import FRAMEWORKS as REGISTRY, installed
 from layer_conformance.checks import PER_DTYPE
 from layer_conformance.contract import bundled_contracts, load_contract
 from tests.support import ROOT, pytest_run
 
-FRAMEWORKS = [fw for fw in adapters.FRAMEWORKS if adapters.installed(fw)]
+FRAMEWORKS = [fw for fw in REGISTRY if installed(fw)]
 RMSNORM = load_contract(bundled_contracts()["rmsnorm"])
 OWN = RMSNORM.default_dtype
 

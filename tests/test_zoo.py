@@ -10,7 +10,7 @@ import json
 import numpy as np
 import pytest
 
-from layer_conformance import adapters
+from layer_conformance.frameworks import FRAMEWORKS, installed
 from layer_conformance.contract import bundled_contracts, load_contract
 from layer_conformance.runner import check_all, context_for, run_check
 from layer_conformance.targets import bundled_impl
@@ -26,7 +26,7 @@ FIXED_PRECISION = [  # (framework, impl, state_map): each computes its RMSNorm i
     ("jax", "tests.zoo.jax_layers:RMSNormFloat32", {}),
     ("mxnet", "tests.zoo.mxnet_layers:RMSNormFloat32", {}),
 ]
-FIXED_PRECISION = [z for z in FIXED_PRECISION if adapters.installed(z[0])]
+FIXED_PRECISION = [z for z in FIXED_PRECISION if installed(z[0])]
 
 
 def _contract(name):
@@ -55,7 +55,7 @@ def test_fixed_precision_rmsnorm_passes_every_check(sessions, framework, impl, s
     assert all("finite differences at the layer's measured precision: it computes at ~" in n for n in notes), notes
 
 
-torch_only = pytest.mark.skipif(not adapters.installed("torch"), reason="torch is not installed")
+torch_only = pytest.mark.skipif(not installed("torch"), reason="torch is not installed")
 
 
 @torch_only
@@ -101,7 +101,7 @@ def test_no_finite_difference_where_the_layer_computes_coarser_than_float32(sess
     assert "computes at a coarse fixed precision where no finite-difference step is meaningful" in why
 
 
-@pytest.mark.parametrize("framework", [f for f in adapters.FRAMEWORKS if adapters.installed(f)])
+@pytest.mark.parametrize("framework", [f for f in FRAMEWORKS if installed(f)])
 def test_strict_loading_runs_without_optional_state_and_records_both_refusals(sessions, framework):
     c = _contract("rmsnorm")
     rec = run_check(context_for(c, bundled_impl(framework, "rmsnorm"), framework, session=sessions(framework)),
@@ -127,14 +127,14 @@ def test_third_party_bindings_pass_every_check(tmp_path):
     import yaml
     from layer_conformance.errors import HARNESS_ERRORS_ENV
     bindings = yaml.safe_load(THIRD_PARTY.read_text())
-    missing = sorted({b["framework"] for b in bindings if not adapters.installed(b["framework"])})
+    missing = sorted({b["framework"] for b in bindings if not installed(b["framework"])})
     if missing:
         pytest.skip(f"frameworks not installed here: {missing}")
     with_mxnet = MXNET_PYTHON.exists()
     # the bundled Keras layer builds from its input and takes no d: bound as a user binds it, it drops d
     bindings += [{"contract": "rmsnorm", "impl": bundled_impl(fw, "rmsnorm"), "framework": fw,
                   **({"arg_map": {"d": None}} if fw == "tensorflow" else {})}
-                 for fw in adapters.FRAMEWORKS if adapters.installed(fw) or (fw == "mxnet" and with_mxnet)]
+                 for fw in FRAMEWORKS if installed(fw) or (fw == "mxnet" and with_mxnet)]
     every = tmp_path / "bindings.yaml"
     every.write_text(yaml.safe_dump(bindings))
     out, harness_errors = tmp_path / "zoo.json", tmp_path / "harness-errors.txt"
@@ -159,7 +159,7 @@ def test_third_party_bindings_pass_every_check(tmp_path):
 def test_the_harness_error_instrument_names_harness_code_and_not_the_layer(tmp_path, monkeypatch):
     """What the zoo run's instrument writes: an exception from inside the harness (here the attribute walker
     handed no predicate), never one the code under test raised."""
-    from layer_conformance.adapters.walk import walk_attributes
+    from layer_conformance.layerside.adapters.walk import walk_attributes
     from layer_conformance.errors import HARNESS_ERRORS_ENV, note_harness_error
     said = tmp_path / "harness-errors.txt"
     monkeypatch.setenv(HARNESS_ERRORS_ENV, str(said))

@@ -1,7 +1,8 @@
 """The process boundary between the judge and the code it judges.
 
-``client`` and ``session`` run in the judge (the pytest process); ``server`` runs in each
-executor process; ``wire`` is the plain data both sides exchange.
+The judge's side of it: ``client`` and ``session`` (and ``warm``, ``sandbox``) run in the judge (the pytest
+process). What runs in each executor process is ``layer_conformance.layerside``; ``layer_conformance.wire`` is the
+plain data both sides exchange.
 """
 from .client import CheckTimeout, ExecutorLost, Rebuild, Remote, RemoteAdapter, RemoteError
 from .session import LoadFailed, Session, detect

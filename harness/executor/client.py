@@ -19,8 +19,8 @@ import threading
 import time
 from pathlib import Path
 
+from .. import wire
 from . import sandbox as sandboxing
-from . import wire
 
 STARTUP_TIMEOUT = 300.0  # seconds for an executor to import its framework and say hello
 FORK_TIMEOUT = 60.0      # seconds for the zygote to fork a fresh executor
@@ -44,7 +44,7 @@ class CheckTimeout(BaseException):
 
 _FRAME = re.compile(r'^\s*File "(.+)", line (\d+) in (.+)$')
 _HARNESS = str(Path(__file__).resolve().parents[1])
-_SERVER = str(Path(__file__).resolve().with_name("server.py"))
+_SERVER = str(Path(_HARNESS) / "layerside" / "server.py")  # a path only: the judge never imports it
 _STDLIB = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib")}
 
 
@@ -293,7 +293,7 @@ class Executor:
         self.hello, self.forked_pid, self.host_pid = {}, None, None
         self.sandbox.use()
         self.gateway = self._gateway(execnet)
-        self.channel = self.gateway.remote_exec("from layer_conformance.executor.server import serve; serve(channel)")
+        self.channel = self.gateway.remote_exec("from layer_conformance.layerside.server import serve; serve(channel)")
         # the harness package must be importable before the config arrives: it sits on PYTHONPATH
         import tempfile
         self._close_stacks()

@@ -9,7 +9,7 @@ connection from the judge. It cannot see or signal the judge, and every process 
 the kernel kills a PID namespace's processes when its pid 1 ends, and ``unshare --kill-child`` ends pid 1
 when the judge kills ``unshare``. The zygote (reached over loopback TCP by the processes it forks) keeps
 the judge's network namespace; a process it forks takes a network namespace of its own once it holds
-the judge's connection (server.py).
+the judge's connection (layerside/server.py).
 
 A cgroup (v2, or v1's memory and pids controllers) per executor process caps the memory and the number of
 tasks of the process and everything it starts, /dev/shm and /tmp included (tmpfs pages are charged to

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 DEFAULT_SECONDS = 600.0  # how long a kept zygote waits for the next run
-ENTRY = "from layer_conformance.executor.server import serve_warm; serve_warm()"
+ENTRY = "from layer_conformance.layerside.server import serve_warm; serve_warm()"
 
 
 def registry() -> Path:

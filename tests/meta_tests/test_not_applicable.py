@@ -49,7 +49,7 @@ def test_the_old_names_and_flags_are_gone():
                     (len(node.args) > 1 or node.keywords):
                 problems.append(f"{rel}:{node.lineno}: CheckSkipped with more than its reason")
     assert not problems, problems
-    from layer_conformance.adapters.base import NotApplicable as from_adapters
+    from layer_conformance.layerside.adapters.base import NotApplicable as from_adapters
     from layer_conformance.record import NotApplicable
     assert from_adapters is NotApplicable
 

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 # the one n/a exception (layer_conformance.record): an adapter raises it where the framework lacks the mechanism
 # a check needs, with the reason; the runner records it as n/a
-from ..record import NotApplicable  # noqa: F401  (re-exported: every adapter imports it from here)
+from ...record import NotApplicable  # noqa: F401  (re-exported: every adapter imports it from here)
 
 
 def construct(factory, kwargs: dict):

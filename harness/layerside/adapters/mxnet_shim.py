@@ -6,7 +6,7 @@ puts back only the missing ones, as the builtins they used to be, and silences t
 DeprecationWarnings mxnet's own modules raise while importing. Call it before the first
 ``import mxnet`` anywhere in the process, the user's own layer modules included::
 
-    from layer_conformance.adapters.mxnet_shim import apply
+    from layer_conformance.layerside.adapters.mxnet_shim import apply
     apply()
     import mxnet
 

@@ -8,10 +8,9 @@ To add a framework: write ``<name>.py`` with an ``Adapter`` subclass named
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import sys
 
-from ..frameworks import FRAMEWORKS as _REGISTRY
+from ...frameworks import FRAMEWORKS as _REGISTRY
 
 # framework name -> top-level module that marks it (from the one registry, harness/frameworks.py)
 FRAMEWORKS = {name: f.module for name, f in _REGISTRY.items()}
@@ -23,22 +22,11 @@ def get_adapter(name: str):
     if name not in FRAMEWORKS:
         raise KeyError(f"unknown framework {name!r}; known: {', '.join(FRAMEWORKS)}")
     if name not in _cache:
-        mod = importlib.import_module(f"layer_conformance.adapters.{name}")
+        mod = importlib.import_module(f"layer_conformance.layerside.adapters.{name}")
         adapter = mod.FrameworkAdapter()
         adapter.configure_early()
         _cache[name] = adapter
     return _cache[name]
-
-
-def installed(name: str) -> bool:
-    """Whether a framework can be imported here, without importing it."""
-    mod = FRAMEWORKS[name]
-    if mod in sys.modules:
-        return True
-    try:
-        return importlib.util.find_spec(mod) is not None
-    except (ImportError, ValueError):
-        return False
 
 
 def detect(obj) -> str | None:

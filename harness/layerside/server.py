@@ -18,8 +18,7 @@ import sys
 import threading
 import time
 
-from . import wire
-from .. import binding
+from .. import binding, wire
 
 
 def _settle(adapter):
@@ -234,7 +233,7 @@ class Server:
             # an op has thread pools, and a fork keeps only the forking thread)
             _preload(self.framework)
         elif self.framework:
-            from layer_conformance.adapters import get_adapter  # an adapter module prepares its framework's import
+            from layer_conformance.layerside.adapters import get_adapter  # an adapter module prepares its framework's import
             self.adapter = get_adapter(self.framework)
             if config.get("role") == "layer":
                 # modules that replace the framework's own functions when first imported (torch._dynamo
@@ -354,7 +353,7 @@ class Server:
         out = {"pid": self.pid, "python": sys.version.split()[0]}
         a = self.adapter
         if a is not None:
-            from layer_conformance.adapters.base import Adapter
+            from layer_conformance.layerside.adapters.base import Adapter
             out.update(name=a.name, cpu_device=a.cpu_device, gpu_device=a.gpu_device,
                        retraces_per_shape=a.retraces_per_shape, parameter_type=a.parameter_type,
                        implements=[m for m in dir(Adapter) if not m.startswith("_") and a.implements(m)])
@@ -392,7 +391,7 @@ class Server:
 
     def op_detect(self, spec: str):
         """The framework a ``module:attr`` belongs to, among those the import brought in."""
-        from layer_conformance.adapters import detect
+        from layer_conformance.layerside.adapters import detect
         obj = _resolve(spec)
         module = sys.modules.get(spec.split(":", 1)[0])
         found = detect(obj)
@@ -560,10 +559,10 @@ def _preload(framework: str) -> None:
     """The zygote's imports: the adapter module (which imports the framework) and the framework modules
     its formats' loaders import on first use (``Adapter.preloaded``: torch.export.load pulls in sympy
     and Dynamo, 1.6 s), so that a forked executor does not import them again for every check."""
-    module = importlib.import_module(f"layer_conformance.adapters.{framework}")
+    module = importlib.import_module(f"layer_conformance.layerside.adapters.{framework}")
     # a module another version of the framework lacks: its executors import what they need then
     _import_or_call(getattr(module.FrameworkAdapter, "preloaded", ()), missing_ok=True)
-    # the wire's bfloat16 (harness/executor/wire.py): 0.5 s of its own import, once per run rather than once
+    # the wire's bfloat16 (harness/wire.py): 0.5 s of its own import, once per run rather than once
     # per target in every forked process that meets a bfloat16 array (JAX and TensorFlow import it anyway)
     _import_or_call(["ml_dtypes"], missing_ok=True)
 
@@ -573,7 +572,7 @@ IDLE_WAIT = 0.05  # seconds without a request after which the zygote imports its
 
 def _when_idle(framework: str) -> list:
     """(The zygote.) What it imports while no request waits: ``Adapter.preloaded_when_idle``."""
-    module = sys.modules.get(f"layer_conformance.adapters.{framework}")
+    module = sys.modules.get(f"layer_conformance.layerside.adapters.{framework}")
     return list(getattr(getattr(module, "FrameworkAdapter", None), "preloaded_when_idle", ()))
 
 

@@ -1,8 +1,8 @@
 """MXNet Gluon 1.9.1 adapter.
 
-MXNet 1.9.1 needs numpy<2 and, on numpy >= 1.24, ``layer_conformance.adapters.mxnet_shim.apply()``
-before the first ``import mxnet`` (user modules that import mxnet themselves must call it
-first too). Works with legacy ``mx.nd`` arrays and, after ``npx.set_np()``, ``mx.np`` arrays.
+MXNet 1.9.1 needs numpy<2 and, on numpy >= 1.24,
+``layer_conformance.layerside.adapters.mxnet_shim.apply()`` before the first ``import mxnet`` (user modules that
+import mxnet themselves must call it first too). Works with legacy ``mx.nd`` arrays and, after ``npx.set_np()``, ``mx.np`` arrays.
 
 PYTEST_DONT_REWRITE: pytest rewrites an entry-point plugin's modules on import; this one is imported lazily,
 deep in a check's stack, where CPython 3.11.7's ast.parse can fail with 'AST constructor recursion depth

@@ -40,7 +40,7 @@ class FrameworkAdapter(Adapter):
     module = "torch"
     # torch._dynamo wraps torch.manual_seed when first imported; the first torch.compile wraps torch.jit.trace,
     # fx's Tracer.trace and the fused optimizers (TorchPatcher.patch, run once per process)
-    settled_by = ("torch._dynamo", "layer_conformance.adapters.torch:_settle_compiler")
+    settled_by = ("torch._dynamo", "layer_conformance.layerside.adapters.torch:_settle_compiler")
     # what torch.export.load and the loaded program's first call import (sympy, networkx, AOTAutograd: 0.4 s
     # of a forked executor's first load without them; the symbolic batch dimension's sympy and size
     # modules another 0.17 s)
