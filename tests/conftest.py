@@ -68,6 +68,7 @@ FAST_ANYWAY = {
     "test_binding_options.py::test_a_binding_that_does_not_fit_is_one_usage_error_said_once": "13 s",
     "test_extras.py::test_jax_export_without_flatbuffers_is_a_usage_error_naming_it": "12 s",
     "test_mutants.py::test_reference_passes_every_check[torch-rmsnorm]": "17 s: the catalogue's machinery",
+    "meta_tests/test_boundary.py::test_a_run_leaves_no_layer_side_module_in_the_judge": "7 s",
     "test_one_failure.py::test_eps_outside_sqrt_fails_once_in_every_dtype[torch]": "9 s",
     "test_plugin.py::test_unknown_framework_and_check_are_usage_errors": "5 s",
     "test_quiet_output.py::test_deselecting_the_checks_on_purpose_is_not_told_again": "3 s",
