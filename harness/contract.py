@@ -441,6 +441,45 @@ def _as_read(v):
 
 
 @dataclass(frozen=True)
+class Draw(_Section):
+    """How values are drawn: an input's own draw, or one row's of ``rows``."""
+    draw: str = "normal"   # normal | uniform | zeros | ones | literal
+    scale: float = 1.0     # normal: the standard deviation
+    low: float = 0.0       # uniform: the lower end
+    high: float = 1.0      # uniform: the upper end
+    value: Any = None      # literal: the values (a number or nested list), as read
+
+
+@dataclass(frozen=True, kw_only=True)
+class InputSpec(Draw):
+    """cases[i].inputs.<name> (and a property's or the training mode's input): what is drawn, in what dtype."""
+    dtype: str
+    shape: tuple | None = None          # dimensions (ints or constructor names); None: a literal's own
+    rows: tuple[Draw, ...] | None = None  # one draw per row (the first dimension); None: one draw for all
+    differentiable: bool = True         # False: a floating input that gets no gradient
+    _convert = {"shape": tuple, "rows": lambda rows: tuple(Draw.of(r) for r in rows)}
+
+    @property
+    def literal(self) -> bool:
+        """Given as a value, not drawn (the rules allow ``value`` with ``draw: literal`` only)."""
+        return self.draw == "literal" or self.value is not None
+
+    @property
+    def floating(self) -> bool:
+        return _floating(self.dtype)
+
+
+@dataclass(frozen=True)
+class Case(_Section):
+    """cases[i]: a named set of inputs, in the order the layer takes them."""
+    name: str
+    inputs: Mapping                      # input name -> InputSpec
+    description: str | None = None
+    dtypes: tuple[str, ...] | None = None  # the dtypes it runs in; None: the contract's
+    _convert = {"inputs": lambda inputs: _ro({n: InputSpec.of(s) for n, s in inputs.items()}), "dtypes": tuple}
+
+
+@dataclass(frozen=True)
 class Reference(_Section):
     """reference: the module that defines the expected values, and its functions' names."""
     module: str
@@ -534,12 +573,12 @@ class Slot(_Section):
 @dataclass(frozen=True)
 class Property(_Section):
     kind: str                          # mean_zero | mean_square | causal_mask
-    input: Mapping | None = None       # an input as a case declares one; None: the first case's, float32 normal
+    input: InputSpec | None = None     # None: float32, normal, in the shape the property gives
     after_dense: tuple | None = None   # [in, out]: the property of a dense layer followed by this one
     ulps: float = 64                   # the allowance, in ulps of the output's dtype
     up_to: Any = "max_len"             # causal_mask: the longest prefix checked (a dimension)
     description: str | None = None
-    _convert = {"input": _ro, "after_dense": tuple}
+    _convert = {"input": InputSpec.of, "after_dense": tuple}
 
 
 @dataclass(frozen=True)
@@ -547,9 +586,9 @@ class Train(_Section):
     """modes.train: how the training mode differs."""
     kind: str                  # inverted_dropout
     rate: Any                  # a number in (0, 1), or $name of a constructor argument
-    input: Mapping             # an input as a case declares one
+    input: InputSpec           # an input as a case declares one
     false_alarm: float = 1e-9  # the chance a correct layer fails the statistical test
-    _convert = {"input": _ro}
+    _convert = {"input": InputSpec.of}
 
 
 @dataclass(frozen=True)
@@ -626,13 +665,18 @@ class Contract:
     lines: dict = field(default_factory=dict, repr=False)
     drawn_elements: int = field(default=0, repr=False)  # every drawn input's elements, summed (ElementBudget)
     digest: str = field(default="", repr=False)  # sha256 of the file's bytes (what the reference's check is kept by)
+    # built once, with the contract (checks walk the cases over and over)
+    _cases: tuple = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        self._cases = tuple(Case.of(c) for c in self.data["cases"])
 
     name = property(lambda self: self.data["name"])
     kind = property(lambda self: self.data["kind"])
     description = property(lambda self: self.data.get("description"))
     source = property(lambda self: self.data.get("source"))
     constructor = property(lambda self: dict(self.data.get("constructor") or {}))
-    cases = property(lambda self: list(self.data["cases"]))
+    cases = property(lambda self: self._cases)  # (Case, ...)
     reference = property(lambda self: Reference.of(self.data["reference"]))
     trainable = property(lambda self: {n: Slot.of(s) for n, s in ((self.data.get("state") or {}).get("trainable")
                                                                   or {}).items()})
@@ -655,9 +699,9 @@ class Contract:
         """The cases' own floating dtype: checks that are not per dtype run in it, under unchanged ids."""
         return default_dtype_of(self.cases)
 
-    def case_dtypes(self, case: dict) -> list[str]:
+    def case_dtypes(self, case: Case) -> list[str]:
         """The dtypes ``case`` runs in: its own ``dtypes``, else the contract's, else its declared dtype."""
-        return list(case.get("dtypes") or self.data.get("dtypes") or [self.default_dtype])
+        return list(case.dtypes or self.data.get("dtypes") or [self.default_dtype])
 
     def extra_dtypes(self) -> list[str]:
         """The dtypes besides the default that some case runs in: one target each, per-dtype checks only."""
@@ -669,7 +713,7 @@ class Contract:
         the state slots and a floating ``output_dtype`` in ``dtype`` (the default dtype: the cases only).
         Without any ``dtypes`` declaration, the contract itself."""
         dtype = dtype or self.default_dtype
-        if dtype == self.default_dtype and not self.dtypes and not any("dtypes" in c for c in self.cases):
+        if dtype == self.default_dtype and not self.dtypes and not any(c.dtypes is not None for c in self.cases):
             return self
         cast = dtype != self.default_dtype
 
@@ -681,8 +725,9 @@ class Contract:
         data = dict(self.data)
         # a dtype no declaration names (asked for directly, as the harness's tests do) takes every case
         declared = dtype == self.default_dtype or dtype in self.extra_dtypes()
-        data["cases"] = [{**c, "inputs": {n: recast(i) for n, i in c["inputs"].items()}}
-                         for c in self.cases if not declared or dtype in self.case_dtypes(c)]
+        data["cases"] = [{**raw, "inputs": {n: recast(i) for n, i in raw["inputs"].items()}}
+                         for raw, c in zip(self.data["cases"], self.cases)
+                         if not declared or dtype in self.case_dtypes(c)]
         if cast:
             state = dict(data.get("state") or {})
             for kind in ("trainable", "non_trainable"):
@@ -718,13 +763,14 @@ class Contract:
         whose are only recorded. Without a declaration every case agrees."""
         declared = self.data.get("native_gradients") or {}
         record = set(declared.get("record") or [])
-        return set(declared.get("agree") or [c["name"] for c in self.cases if c["name"] not in record]), record
+        return set(declared.get("agree") or [c.name for c in self.cases if c.name not in record]), record
 
-    def differentiated(self, case: dict) -> tuple[list[str], list[int], list[str]]:
+    def differentiated(self, case: Case) -> tuple[list[str], list[int], list[str]]:
         """Which inputs (names, and indices of the differentiated ones) and trainable slots the
         contract differentiates in ``case``: ``gradients.wrt`` where given, else every floating input
         not marked ``differentiable: false`` and every trainable slot. The one place that decides it."""
-        return _differentiated(self.gradients.wrt, case["inputs"], self.trainable)
+        inputs = [(n, s.dtype, s.differentiable) for n, s in case.inputs.items()]
+        return _differentiated(self.gradients.wrt, inputs, self.trainable)
 
     def line(self, *at) -> int | None:
         return _line_for(self.lines, at)
@@ -763,19 +809,22 @@ def _section(cls, d):
 
 
 def default_dtype_of(cases) -> str:
-    """The first floating input's declared dtype (float32 where no case has one)."""
+    """The first floating input's declared dtype (float32 where no case has one); ``cases``: Case objects, or
+    the cases as read (the rules, which trust no type)."""
     for case in cases:
-        for spec in _map(_map(case).get("inputs")).values():
-            if _floating(_map(spec).get("dtype")):
-                return spec["dtype"]
+        dtypes = [s.dtype for s in case.inputs.values()] if isinstance(case, Case) else \
+            [_map(s).get("dtype") for s in _map(_map(case).get("inputs")).values()]
+        for dtype in dtypes:
+            if _floating(dtype):
+                return dtype
     return "float32"
 
 
-def _differentiated(declared, inputs: dict, trainable) -> tuple[list[str], list[int], list[str]]:
-    names = list(inputs)
-    idx = [i for i, (name, spec) in enumerate(inputs.items())
-           if (declared is None and spec["dtype"].startswith(("float", "bfloat")) and spec.get("differentiable", True))
-           or (declared and name in declared)]
+def _differentiated(declared, inputs: list, trainable) -> tuple[list[str], list[int], list[str]]:
+    """``inputs``: (name, dtype, differentiable) in order; the rules pass them as read, ``Contract`` from its cases."""
+    names = [name for name, _, _ in inputs]
+    idx = [i for i, (name, dtype, differentiable) in enumerate(inputs)
+           if (declared is None and _floating(dtype) and differentiable) or (declared and name in declared)]
     return names, idx, [s for s in trainable if declared is None or s in declared]
 
 
@@ -791,6 +840,12 @@ def _map(x) -> dict:
 
 def _seq(x) -> list:
     return x if isinstance(x, list) else []
+
+
+def _str(x) -> str:
+    if not isinstance(x, str):
+        raise TypeError(f"{x!r} is not a string")
+    return x
 
 
 def _is_int(x) -> bool:
@@ -1220,8 +1275,9 @@ def _rules_second_order(r: _Rules):
             r.bad(("second_order", "cases", i), f"{name!r} names no case (cases: {', '.join(r.case_names)})")
     wrt = _seq(r.section("gradients").get("wrt")) if "wrt" in r.section("gradients") else None
     try:
-        some = any(_differentiated(wrt, _map(c.get("inputs")), ())[1] for c in r.cases
-                   if not chosen or c.get("name") in chosen)
+        some = any(_differentiated(wrt, [(n, _str(i["dtype"]), i.get("differentiable", True))
+                                         for n, i in _map(c.get("inputs")).items()], ())[1]
+                   for c in r.cases if not chosen or c.get("name") in chosen)
     except (KeyError, AttributeError, TypeError):  # a malformed input: reported by the schema
         return
     if not some:

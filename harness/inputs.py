@@ -15,42 +15,45 @@ def rng_for(seed: int, *names: str) -> np.random.Generator:
     return np.random.default_rng([seed, key])
 
 
-def _draw(rng, spec: dict, shape: tuple) -> np.ndarray:
-    kind = spec.get("draw", "normal")
+def _draw(rng, spec, shape: tuple) -> np.ndarray:
+    """``spec``: a ``contract.Draw`` (an input, or one of its rows)."""
+    kind = spec.draw
     if kind == "normal":
-        return spec.get("scale", 1.0) * rng.standard_normal(shape)
+        return spec.scale * rng.standard_normal(shape)
     if kind == "uniform":
-        return rng.uniform(spec.get("low", 0.0), spec.get("high", 1.0), shape)
+        return rng.uniform(spec.low, spec.high, shape)
     if kind == "zeros":
         return np.zeros(shape)
     if kind == "ones":
         return np.ones(shape)
     if kind == "literal":
-        return np.broadcast_to(np.asarray(spec["value"], dtype=np.float64), shape).copy()
+        return np.broadcast_to(np.asarray(spec.value, dtype=np.float64), shape).copy()
     raise ValueError(f"unknown draw {kind!r}")
 
 
-def make_input(contract, case_name: str, name: str, spec: dict, seed: int) -> np.ndarray:
-    """The input named ``name`` of a case, in float64 before casting to its dtype."""
-    if spec.get("draw") == "literal" or "value" in spec:
-        value = np.asarray(spec["value"])
-        return value.astype(np_dtype(spec["dtype"])) if spec["dtype"] != "bool" else value.astype(bool)
-    shape = contract.shape(spec["shape"])
+def make_input(contract, case_name: str, name: str, spec, seed: int) -> np.ndarray:
+    """The input named ``name`` of a case (``spec``: a ``contract.InputSpec``), in float64 before casting to its
+    dtype."""
+    if spec.literal:
+        value = np.asarray(spec.value)
+        return value.astype(np_dtype(spec.dtype)) if spec.dtype != "bool" else value.astype(bool)
+    shape = contract.shape(spec.shape)
     rng = rng_for(seed, contract.name, case_name, name)
-    if "rows" in spec:
-        out = np.stack([_draw(rng, row, shape[1:]) for row in spec["rows"]])
+    if spec.rows is not None:
+        out = np.stack([_draw(rng, row, shape[1:]) for row in spec.rows])
     else:
         out = _draw(rng, spec, shape)
-    if spec["dtype"] == "bool":
+    if spec.dtype == "bool":
         return out > 0
     # Drawn in float64, rounded through the declared dtype (bfloat16: ml_dtypes') so that the reference
     # sees exactly what the layer sees.
-    return out.astype(np_dtype(spec["dtype"]))
+    return out.astype(np_dtype(spec.dtype))
 
 
-def case_inputs(contract, case: dict, seed: int) -> dict[str, np.ndarray]:
-    return {name: make_input(contract, case["name"], name, spec, seed)
-            for name, spec in case["inputs"].items()}
+def case_inputs(contract, case, seed: int) -> dict[str, np.ndarray]:
+    """``case``: a ``contract.Case``."""
+    return {name: make_input(contract, case.name, name, spec, seed)
+            for name, spec in case.inputs.items()}
 
 
 def slot_value(contract, slot, rule) -> np.ndarray:

@@ -119,20 +119,20 @@ class _SelfCheck:
         self.differences = contract.gradients.finite_difference
         second = contract.second_order
         hvp = second.reference if second else None
-        hvp_cases = (second.cases if second else None) or [c["name"] for c in contract.cases]
+        hvp_cases = (second.cases if second else None) or [c.name for c in contract.cases]
         for k, case in enumerate(contract.cases):
             x = [_float64(a) for a in inputs_mod.case_inputs(contract, case, 0).values()]
-            rng = inputs_mod.rng_for(0, contract.name, case["name"], "reference self-check")
+            rng = inputs_mod.rng_for(0, contract.name, case.name, "reference self-check")
             before = len(self.problems)
             try:
                 out = self.case(case, x, rng)
                 if hvp and out is not None and self.vjp is not None and self.differences \
-                        and case["name"] in hvp_cases and len(self.problems) == before:
+                        and case.name in hvp_cases and len(self.problems) == before:
                     self.second_order(case, x, hvp, out, rng)
             except _Raised as exc:
-                self.bad(exc.at, f"case {case['name']!r}: the reference's {exc}")
+                self.bad(exc.at, f"case {case.name!r}: the reference's {exc}")
             except Exception as exc:  # an answer of a kind no reference gives (the module is code under review)
-                self.bad(("reference",), f"case {case['name']!r}: the reference's answers cannot be checked: "
+                self.bad(("reference",), f"case {case.name!r}: the reference's answers cannot be checked: "
                                          f"{type(exc).__name__}: {exc}")
         self.properties()
         return self.problems
@@ -140,7 +140,7 @@ class _SelfCheck:
     # -- one case: forward, vjp, finite differences ------------------------------------------------
     def case(self, case, x, rng):
         """The reference's output for ``case`` (None where it has none to go on from)."""
-        name = repr(case["name"])
+        name = repr(case.name)
         out = self.call(self.forward, "forward", *x, **self.kw)
         if not isinstance(out, np.ndarray) and not np.isscalar(out):
             self.bad(("reference", "forward"), f"case {name}: the reference forward returned a "
@@ -217,7 +217,7 @@ class _SelfCheck:
         if abs(analytic - numeric) <= 4 * (rounding + truncation) + RTOL * abs(numeric) + allowed:
             return
         what = f"input {n!r}" if i is not None else f"trainable slot {n!r}"
-        self.bad(("reference", "vjp"), f"case {case['name']!r}: the gradient for {what} disagrees with finite "
+        self.bad(("reference", "vjp"), f"case {case.name!r}: the gradient for {what} disagrees with finite "
                                        f"differences of forward (float64): along a random direction "
                                        f"{_gap('vjp', analytic, numeric)}{self.locate(x, g, n, i, grad)}")
 
@@ -246,7 +246,7 @@ class _SelfCheck:
         for i in idx:
             n = names[i]
             if not isinstance(want, dict) or n not in want or np.shape(want[n]) != x[i].shape:
-                self.bad(("second_order", "reference"), f"case {case['name']!r}: {hvp_name} returns no "
+                self.bad(("second_order", "reference"), f"case {case.name!r}: {hvp_name} returns no "
                          f"{list(x[i].shape)} array for input {n!r} (a dict of one per differentiated input)")
                 continue
             got = np.asarray(want[n], dtype=np.float64)
@@ -261,7 +261,7 @@ class _SelfCheck:
             if abs(analytic - numeric) <= 4 * rounding + RTOL * max(float(np.sum(np.abs(got * u))), abs(numeric)) \
                     + ATOL:
                 continue
-            self.bad(("second_order", "reference"), f"case {case['name']!r}: {hvp_name}'s product for input {n!r} "
+            self.bad(("second_order", "reference"), f"case {case.name!r}: {hvp_name}'s product for input {n!r} "
                      f"disagrees with finite differences of vjp (float64): along a random direction "
                      f"{_gap(hvp_name, analytic, numeric)}")
 

@@ -116,10 +116,10 @@ def _usable(contract: Contract):
     """What the checks do first with a contract must work on any contract that loaded."""
     assert contract.name and contract.kind in ("layer", "function")
     for case in contract.cases:
-        for name, spec in case["inputs"].items():
-            shape = contract.shape(spec["shape"]) if "shape" in spec else np.shape(spec["value"])
+        for name, spec in case.inputs.items():
+            shape = contract.shape(spec.shape) if spec.shape is not None else np.shape(spec.value)
             if math.prod(shape) <= 1_000_000:
-                inputs_mod.make_input(contract, case["name"], name, spec, seed=0)
+                inputs_mod.make_input(contract, case.name, name, spec, seed=0)
     for slot in {**contract.trainable, **contract.non_trainable}.values():
         contract.shape(slot.shape)
     for spec in contract.native.values():

@@ -38,7 +38,7 @@ def _batch_case(ctx):
     """The case whose inputs share a literal leading (batch) dimension, highest rank first, or None."""
     best = None
     for case in ctx.contract.cases:
-        shapes = [spec.get("shape") or [] for spec in case["inputs"].values()]  # a literal value: no batch
+        shapes = [spec.shape or () for spec in case.inputs.values()]  # a literal value: no batch
         heads = {s[0] for s in shapes if len(s) >= 1}
         if len(heads) != 1 or not isinstance(next(iter(heads)), int) or not any(len(s) >= 2 for s in shapes):
             continue
@@ -128,7 +128,7 @@ def check_compiled(ctx):
                     [None] * len(inputs), {}
             got, want = _np(adapter, c_out), _np(adapter, e_out)
             pairs = [("output", got, want)]
-            names = list(contract.cases[0]["inputs"]) if len(contract.cases[0]["inputs"]) == len(inputs) else \
+            names = list(contract.cases[0].inputs) if len(contract.cases[0].inputs) == len(inputs) else \
                 [str(i) for i in range(len(inputs))]
             pairs += [(f"gradient for input {names[i]!r}", _np(adapter, c_in[i]), _np(adapter, e_in[i])) for i in idx]
             if differentiate and layer is not None:
@@ -168,7 +168,7 @@ def check_compiled(ctx):
             ct = rng.standard_normal(reference_forward(ctx, inputs, state).shape)  # numpy: no extra eager run
             if first is None:
                 first = (case, inputs, idx, ct)
-            compare(f"case {case['name']!r}", inputs, idx, ct, training_first=modes and n == 0, op_by_op=n == 0)
+            compare(f"case {case.name!r}", inputs, idx, ct, training_first=modes and n == 0, op_by_op=n == 0)
         after_cases = stats()
         if after_cases["traces"] < 1:
             found.append(f"{compiler} compiled nothing: no trace ran, so the layer ran eagerly (the compiler "
@@ -182,7 +182,7 @@ def check_compiled(ctx):
         # the same call again: a compiled program must be reused
         case, inputs, idx, ct = first
         before = stats()
-        compare(f"case {case['name']!r} called again", inputs, idx, ct)
+        compare(f"case {case.name!r} called again", inputs, idx, ct)
         again = stats()
         if again["traces"] > before["traces"]:
             guards = again["guard_failures"][len(before["guard_failures"]):]
@@ -207,9 +207,9 @@ def check_compiled(ctx):
                 try:
                     shape = reference_forward(ctx, resized, state).shape
                 except Exception as exc:  # the leading dimension is not free for this contract
-                    batch_note = f"the reference refuses {n} rows of case {bcase['name']!r}: {unexpected_error(exc)}"
+                    batch_note = f"the reference refuses {n} rows of case {bcase.name!r}: {unexpected_error(exc)}"
                     break
-                compare(f"case {bcase['name']!r} with batch {n}", resized, bidx, rng.standard_normal(shape))
+                compare(f"case {bcase.name!r} with batch {n}", resized, bidx, rng.standard_normal(shape))
             after = stats()
             recompiles = after["traces"] - before["traces"]
             details[f"{compiler}: recompiles for {sizes_said}"] = recompiles

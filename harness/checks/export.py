@@ -83,7 +83,7 @@ def check_export(ctx):
             raise NotApplicable(f"the contract limits export to {', '.join(wanted)}, none of which is a "
                                 f"{adapter.name} format (left out: {', '.join(left_out)})")
 
-    cases = [(case["name"], ctx.case_inputs(case), case) for case in contract.cases]
+    cases = [(case.name, ctx.case_inputs(case), case) for case in contract.cases]
     examples, seen = [], set()
     for _, inputs, _ in cases:  # one traced signature per distinct input shapes and dtypes
         key = tuple((a.shape, a.dtype.str) for a in inputs)
@@ -299,7 +299,7 @@ def _compare_format(ctx, fmt, notes, ran, cases, original, problems) -> str:
 
 def _compare_grads(ctx, want, g_in, g_state, has_state, inputs, case, fmt) -> list[str]:
     w_in, w_state = want
-    names = list(next(c for c in ctx.contract.cases if c["name"] == case)["inputs"])
+    names = list(next(c for c in ctx.contract.cases if c.name == case).inputs)
     out = []
     pairs = [(f"input {names[i]!r}", w_in[i], g_in.get(i)) for i in w_in]
     if has_state:

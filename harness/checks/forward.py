@@ -53,11 +53,11 @@ def check_forward_mode(ctx):
         except Exception as exc:
             raise CheckFailed(f"forward-mode differentiation {what} raised {unexpected_error(exc)}") from exc
 
-    first = contract.cases[0]["inputs"]
+    first = contract.cases[0].inputs
     for k, ex in enumerate(spec.worked_examples):
         what = f"in worked example {k}" + (f" ({ex.description})" if ex.description else "")
-        x = [np.asarray(ex.inputs[n], dtype=np_dtype(s["dtype"])) for n, s in first.items()]
-        t = [np.asarray(ex.tangents[n], dtype=np_dtype(s["dtype"])) if n in ex.tangents else None
+        x = [np.asarray(ex.inputs[n], dtype=np_dtype(s.dtype)) for n, s in first.items()]
+        t = [np.asarray(ex.tangents[n], dtype=np_dtype(s.dtype)) if n in ex.tangents else None
              for n, s in first.items()]
         layer, state, _ = ctx.layer_at(state)
         out, tan = push(layer, x, t, what)
@@ -74,11 +74,11 @@ def check_forward_mode(ctx):
         names, idx, _ = contract.differentiated(case)
         tangents = [rng.standard_normal(a.shape).astype(a.dtype) if i in idx else None for i, a in enumerate(inputs)]
         layer, state, _ = ctx.layer_at(state)
-        out, tan = push(layer, inputs, tangents, f"on case {case['name']!r}")
-        got = ctx.output_numpy(tan, f"case {case['name']!r}: the output tangent")
+        out, tan = push(layer, inputs, tangents, f"on case {case.name!r}")
+        got = ctx.output_numpy(tan, f"case {case.name!r}: the output tangent")
         want_out = reference_forward(ctx, inputs, state)
         if got.shape != want_out.shape:
-            problems.append(f"case {case['name']!r}: the output tangent has shape {list(got.shape)}, "
+            problems.append(f"case {case.name!r}: the output tangent has shape {list(got.shape)}, "
                             f"expected {list(want_out.shape)}")
             continue
         want, projections = _reference_jt(ctx, ref_vjp, inputs, state, idx, names,
@@ -88,7 +88,7 @@ def check_forward_mode(ctx):
             got = np.array([float(np.sum(got.astype(np.float64) * v)) for v in projections])
         rtol, atol = ctx.tolerance("forward_mode", str(ctx.output_numpy(tan).dtype))
         diff = describe_mismatch(got, want, rtol, atol,
-                                 what=f"case {case['name']!r}: output tangent vs the reference's J t")
+                                 what=f"case {case.name!r}: output tangent vs the reference's J t")
         if diff:
             problems.append(diff)
     if problems:

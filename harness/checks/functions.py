@@ -42,34 +42,34 @@ def check_native_function(ctx, spec):
     for case in contract.cases:
         inputs = ctx.case_inputs(case)
         ours = ctx.callable(None)
-        got = ctx.output_numpy(ctx.run(None, inputs), f"case {case['name']!r}: the output")
+        got = ctx.output_numpy(ctx.run(None, inputs), f"case {case.name!r}: the output")
         want = adapter.numpy(adapter.call(native, inputs))
-        bad_dtype = native_dtype_problem(got, want, inputs, f"case {case['name']!r} vs native {label}")
+        bad_dtype = native_dtype_problem(got, want, inputs, f"case {case.name!r} vs native {label}")
         if bad_dtype:
             problems.append(bad_dtype)
             continue
         rtol, atol = ctx.tolerance("native", str(want.dtype))
-        diff = describe_mismatch(got, want, rtol, atol, what=f"case {case['name']!r} vs native {label}")
+        diff = describe_mismatch(got, want, rtol, atol, what=f"case {case.name!r} vs native {label}")
         if diff:
             problems.append(diff)
             continue
         worst = max(worst, max_abs_error(got, want))
-        if not with_grads or case["name"] not in agree | record:
+        if not with_grads or case.name not in agree | record:
             continue
         case_names, idx, _ = contract.differentiated(case)
         ones = np.ones(want.shape)
         try:
             _, g_ours, _ = adapter.vjp(ours, None, inputs, idx, ones)
         except Exception as exc:
-            raise CheckFailed(f"case {case['name']!r}: differentiating raised {unexpected_error(exc)}") from exc
+            raise CheckFailed(f"case {case.name!r}: differentiating raised {unexpected_error(exc)}") from exc
         _, g_native, _ = adapter.vjp(native, None, inputs, idx, ones)
         for i in idx:
             a, b = _as_numpy(ctx, g_ours[i]), _as_numpy(ctx, g_native[i])
             a = np.zeros(inputs[i].shape) if a is None else a
             b = np.zeros(inputs[i].shape) if b is None else b
-            if case["name"] in record:
+            if case.name in record:
                 differs = np.argwhere(a != b)
-                conventions[f"{case['name']}/{case_names[i]}"] = {
+                conventions[f"{case.name}/{case_names[i]}"] = {
                     "inputs": inputs[i].tolist(), "gradient": a.tolist(), "native_gradient": b.tolist(),
                     "differs_at": [list(map(int, p)) for p in differs[:20]],
                     "summary": (f"native {label} gives gradient {np.unique(b[tuple(differs.T)]).tolist()} where "
@@ -79,7 +79,7 @@ def check_native_function(ctx, spec):
                 continue
             rtol, atol = ctx.tolerance("native", str(b.dtype))
             diff = describe_mismatch(a, b, rtol, atol,
-                                     what=f"case {case['name']!r}: gradient for {case_names[i]!r} vs native {label}")
+                                     what=f"case {case.name!r}: gradient for {case_names[i]!r} vs native {label}")
             if diff:
                 problems.append(diff)
     if problems:
@@ -94,26 +94,26 @@ def nondiff_probe(ctx, case, layer, inputs, cotangent, notes: list) -> list[str]
     """Inputs declared ``differentiable: false`` must get no cotangent: asked for one anyway, the
     framework returns None or zeros (a custom rule returns None for them, JAX's nondiff_argnums
     route them past the machinery). A refusal to differentiate is that promise too: noted."""
-    specs = list(case["inputs"].items())
-    probe = [i for i, (_, s) in enumerate(specs) if s.get("differentiable", True) is False and _floating(s["dtype"])]
+    specs = list(case.inputs.items())
+    probe = [i for i, (_, s) in enumerate(specs) if not s.differentiable and s.floating]
     if not probe:
         return []
     labels = ", ".join(repr(specs[i][0]) for i in probe)
     # the differentiable inputs want gradients too, as in training: MXNet 1.9.1's Function
     # writes no input gradient after the first input that wants none, which would hide the probe's
     wanted = sorted(set(probe) | {i for i, (_, s) in enumerate(specs)
-                                  if s.get("differentiable", True) and _floating(s["dtype"])})
+                                  if s.differentiable and s.floating})
     try:
         _, grads, _ = ctx.adapter.vjp(ctx.callable(layer), layer, inputs, wanted, cotangent)
     except Exception as exc:
-        notes.append(f"case {case['name']!r}: asked for a gradient w.r.t. non-differentiable {labels}, the "
+        notes.append(f"case {case.name!r}: asked for a gradient w.r.t. non-differentiable {labels}, the "
                      f"framework refused ({unexpected_error(exc)}), so it gets no cotangent")
         return []
     problems = []
     for i in probe:
         g = _as_numpy(ctx, grads[i])
         if g is not None and np.any(g != 0):
-            problems.append(f"non-differentiable input {specs[i][0]!r} (case {case['name']!r}) received a "
+            problems.append(f"non-differentiable input {specs[i][0]!r} (case {case.name!r}) received a "
                             f"cotangent (max |g| = {float(np.max(np.abs(g))):.4g}): the backward rule must "
                             f"return None (no cotangent) for it")
     return problems

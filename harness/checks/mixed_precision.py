@@ -60,7 +60,7 @@ def check_mixed_precision(ctx):
 
     case = contract.cases[0]
     inputs = ctx.case_inputs(case)
-    names = list(case["inputs"])
+    names = list(case.inputs)
     _, idx, _ = contract.differentiated(case)
     differentiate = contract.gradients.declared
     wrt = list(idx) if differentiate else []

@@ -26,20 +26,20 @@ def check_values(ctx):
     problems, worst, outputs = [], 0.0, []
     for case in ctx.contract.cases:
         inputs = ctx.case_inputs(case)
-        got = ctx.output_numpy(ctx.run(layer, inputs), f"case {case['name']!r}: the output")
+        got = ctx.output_numpy(ctx.run(layer, inputs), f"case {case.name!r}: the output")
         outputs.append((inputs, got))
         expected = reference_forward(ctx, inputs, state)
         want_dtype = ctx.expected_dtype(inputs)
         if got.shape != expected.shape:
-            problems.append(f"case {case['name']!r}: output shape {list(got.shape)}, expected {list(expected.shape)}")
+            problems.append(f"case {case.name!r}: output shape {list(got.shape)}, expected {list(expected.shape)}")
             continue
         given = next((str(a.dtype) for a in inputs if is_floating(a.dtype)), want_dtype)
-        bad_dtype = _check_output(ctx, got, want_dtype, f"case {case['name']!r}: output", given)
+        bad_dtype = _check_output(ctx, got, want_dtype, f"case {case.name!r}: output", given)
         if bad_dtype:
             problems.append(bad_dtype)
             continue
         rtol, atol = ctx.tolerance("values", want_dtype)
-        diff = describe_mismatch(got, expected, rtol, atol, what=f"case {case['name']!r}",
+        diff = describe_mismatch(got, expected, rtol, atol, what=f"case {case.name!r}",
                                  ulps=ctx.ulps("values", want_dtype))
         worst = max(worst, max_abs_error(got, expected))
         if diff:
@@ -71,7 +71,7 @@ def check_native(ctx):
         inputs = ctx.case_inputs(case)
         got = ctx.output_numpy(ctx.run(ours, inputs))
         want = ctx.adapter.numpy(ctx.adapter.call(native, inputs))
-        what = f"case {case['name']!r} vs native {spec.class_path}"
+        what = f"case {case.name!r} vs native {spec.class_path}"
         # the native layer's output dtype is part of what it does: a layer that promotes or demotes it differs
         bad_dtype = native_dtype_problem(got, want, inputs, what)
         if bad_dtype:
@@ -255,8 +255,8 @@ def check_gradients(ctx):
     problems, notes = Findings(), []
 
     for example in grads_spec.worked_examples:
-        names = list(contract.cases[0]["inputs"])
-        dtypes = {n: s["dtype"] for n, s in contract.cases[0]["inputs"].items()}
+        names = list(contract.cases[0].inputs)
+        dtypes = {n: s.dtype for n, s in contract.cases[0].inputs.items()}
         x = [np.asarray(example.inputs[n], dtype=np_dtype(dtypes[n])) for n in names]
         idx = [i for i, n in enumerate(names) if n in example.expected]
         layer, state, _ = ctx.layer_at(state)
@@ -286,13 +286,13 @@ def check_gradients(ctx):
         try:
             out, grads, state_grads = adapter.vjp(ctx.callable(layer), layer, inputs, idx, cotangent)
         except Exception as exc:
-            problems.append(f"case {case['name']!r}: differentiating raised {unexpected_error(exc)}")
+            problems.append(f"case {case.name!r}: differentiating raised {unexpected_error(exc)}")
             raise CheckFailed(problems.text()) from exc
         ref = ref_vjp(cotangent, *[a.astype(np.float64) if is_floating(a.dtype) else a
                                    for a in inputs], **{**contract.constructor, **state}) if ref_vjp else {}
         recorded = _rule_recorded(ctx, layer, inputs, idx)
         for i in idx:
-            bad = _compare_grad(ctx, f"input {names[i]!r} (case {case['name']!r})", grads[i], ref[names[i]],
+            bad = _compare_grad(ctx, f"input {names[i]!r} (case {case.name!r})", grads[i], ref[names[i]],
                                 inputs[i], rule, recorded)
             if bad:
                 problems.add(*bad)
@@ -306,7 +306,7 @@ def check_gradients(ctx):
             if like is None:
                 problems.append(f"trainable slot {slot!r} is not trainable, so it gets no gradient")
                 continue
-            bad = _compare_grad(ctx, f"slot {slot!r} (case {case['name']!r})", state_grads.get(name), ref[slot],
+            bad = _compare_grad(ctx, f"slot {slot!r} (case {case.name!r})", state_grads.get(name), ref[slot],
                                 adapter.numpy(like), rule, recorded)
             if bad:
                 problems.add(*bad)
@@ -314,11 +314,11 @@ def check_gradients(ctx):
         if mode == "true" and grads_spec.finite_difference and not problems:
             fd, why = _finite_difference(ctx, layer, inputs, idx, cotangent, rng, expected_out)
             if fd is None:
-                notes.append(f"case {case['name']!r}: finite differences skipped: {why}")
+                notes.append(f"case {case.name!r}: finite differences skipped: {why}")
             else:
-                problems += [f"case {case['name']!r}: {p}" for p in fd]
+                problems += [f"case {case.name!r}: {p}" for p in fd]
                 if why:
-                    notes.append(f"case {case['name']!r}: {why}")
+                    notes.append(f"case {case.name!r}: {why}")
     if problems:
         raise CheckFailed(problems.text())
     return {"notes": notes} if notes else None

@@ -5,19 +5,22 @@ state), since that is what the documents check (RMSNorm with gain one).
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from .. import inputs as inputs_mod
 from ..compare import describe_mismatch
+from ..contract import InputSpec
 from ..tolerances import finfo
 from .base import CheckFailed
 from .optional import call_adapter, require
 
 
 def _input(ctx, prop, i, name="input", shape=None):
-    spec = dict(prop.input or {"dtype": "float32", "draw": "normal"})
+    spec = prop.input or InputSpec(dtype="float32")
     if shape is not None:
-        spec["shape"] = list(shape)
+        spec = replace(spec, shape=tuple(shape))
     return inputs_mod.make_input(ctx.contract, f"properties/{i}", name, spec, ctx.seed)
 
 

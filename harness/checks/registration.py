@@ -65,7 +65,7 @@ def check_serialization(ctx):
         same = a.shape == b.shape and np.array_equal(a, b, equal_nan=is_inexact(a.dtype))
         if not same:
             diff = describe_mismatch(b, a, 0.0, 0.0, what="outputs after the round trip")
-            problems.append(f"case {case['name']!r}: the reloaded layer is not bit-equal to the original: {diff}")
+            problems.append(f"case {case.name!r}: the reloaded layer is not bit-equal to the original: {diff}")
             break
     if problems:
         raise CheckFailed("; ".join(problems))
@@ -139,8 +139,8 @@ def check_device_parity(ctx):
     state = inputs_mod.test_state(contract)
     case = contract.cases[0]
     inputs = ctx.case_inputs(case)
-    idx = [i for i, (n, s) in enumerate(case["inputs"].items())
-           if s["dtype"].startswith("float") and s.get("differentiable", True)]
+    idx = [i for i, (n, s) in enumerate(case.inputs.items())
+           if s.dtype.startswith("float") and s.differentiable]
     layer = ctx.new_layer(state, strict=False)
     out, grads, sgrads = adapter.vjp(ctx.callable(layer), layer, inputs, idx,
                                      np.ones(ctx.output_numpy(ctx.run(layer, inputs)).shape))

@@ -37,8 +37,8 @@ def check_second_order(ctx):
     adapter, contract = ctx.adapter, ctx.contract
     mod, _, _ = reference(contract)
     ref_hvp = getattr(mod, spec.reference)
-    names = [c["name"] for c in contract.cases]
-    cases = [c for c in contract.cases if c["name"] in (spec.cases or names)]
+    names = [c.name for c in contract.cases]
+    cases = [c for c in contract.cases if c.name in (spec.cases or names)]
     state = inputs_mod.test_state(contract)
     kw = {**contract.constructor, **state}
     rng = inputs_mod.rng_for(ctx.seed, contract.name, "second_order")
@@ -60,12 +60,12 @@ def check_second_order(ctx):
         except (CheckSkipped, NotApplicable):
             raise
         except Exception as exc:
-            raised.setdefault(unexpected_error(exc), []).append(repr(case["name"]))
+            raised.setdefault(unexpected_error(exc), []).append(repr(case.name))
             continue
         want = ref_hvp(_float64(g), {input_names[i]: _float64(v[i]) for i in idx},
                        *[_float64(a) for a in inputs], **kw)
         for i in idx:
-            label = f"input {input_names[i]!r} (case {case['name']!r})"
+            label = f"input {input_names[i]!r} (case {case.name!r})"
             expected = np.asarray(want[input_names[i]], dtype=np.float64)
             h = got[i]
             h = None if h is None else (h if isinstance(h, np.ndarray) else adapter.numpy(h))
