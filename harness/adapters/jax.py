@@ -454,7 +454,7 @@ class FrameworkAdapter(Adapter):
                 vmap_of_grad = jax.vmap(one, in_axes=(list(in_axes), axis), out_axes=axis)(args, ct)
                 return grad_of_vmap, vmap_of_grad
             # eager: an argument JAX holds static (nondiff_argnums) cannot be a jit tracer
-            grad_of_vmap, vmap_of_grad = whole(args, np.asarray(cotangent))
+            grad_of_vmap, vmap_of_grad = whole(args, self.tensor(cotangent))
         a, b = dict(zip(wrt, grad_of_vmap)), dict(zip(wrt, vmap_of_grad))
         return {"grad_of_vmap": [a.get(i) for i in range(len(inputs))],
                 "vmap_of_grad": [b.get(i) for i in range(len(inputs))]}
