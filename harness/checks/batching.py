@@ -20,7 +20,17 @@ from ..compare import describe_mismatch
 from ..dtypes import is_floating
 from ..record import NotApplicable
 from .base import CheckFailed, CheckSkipped, unexpected_error
+from .mistakes import hint
 from .optional import call_adapter
+
+
+def _value_read(ctx, exc) -> str:
+    """The hint where the framework's error says the layer read a value under the transform."""
+    text = f"{type(exc).__name__}: {exc}"
+    if any(k in text for k in ("data-dependent control flow", "TracerBoolConversionError", "ConcretizationTypeError",
+                               "TracerArrayConversionError", "TracerIntegerConversionError")):
+        return ". " + hint("batching_reads_value")
+    return ""
 
 
 def _take(a, idx, axis):
@@ -120,7 +130,8 @@ def check_batching(ctx):
         if moved:
             problems.append(f"case {name!r}: output of example {moved[0]} changed when example {j} was perturbed "
                             f"({len(moved)} of the other {n - 1} examples moved): the layer mixes examples across "
-                            f"axis {axis} (a reduction over the batch axis? a batch statistic?). " + describe_mismatch(
+                            f"axis {axis} (a reduction over the batch axis? a batch statistic?): "
+                            + hint("batching_mixes", axis=axis) + ". " + describe_mismatch(
                                 _take(got, [moved[0]], axis), _take(full, [moved[0]], axis), rtol, atol,
                                 what=f"example {moved[0]}"))
     if problems:
@@ -139,10 +150,13 @@ def _vectorised(ctx, spec, layer, fn, case, inputs, batched, n, state):
     full = ctx.output_numpy(ctx.run(layer, inputs), f"the output on case {name!r}")
     rtol, atol = ctx.tolerance("batching", str(full.dtype))
     problems = []
+    perm = np.roll(np.arange(n), 1)
+    permuted = [_take(a, perm, axis) if b else a for a, b in zip(inputs, batched)]
     outs = []
-    for call in ("first", "second"):
+    # the second call on the batch permuted: a value kept from the first call (a cache, a counter) shows
+    for call, xs in (("first", inputs), ("second", permuted)):
         try:
-            out = call_adapter(ctx, "vmap_call", fn, layer, inputs, in_axes, axis, required)
+            out = call_adapter(ctx, "vmap_call", fn, layer, xs, in_axes, axis, required)
         except NotApplicable as exc:
             return f"n/a: {exc}"
         except CheckSkipped as exc:
@@ -151,7 +165,7 @@ def _vectorised(ctx, spec, layer, fn, case, inputs, batched, n, state):
             what = "" if call == "first" else " a second time (the first call passed: the layer keeps state " \
                                               "between calls that the transform cannot hold)"
             raise CheckFailed(f"case {name!r}: the layer under the framework's vectorising transform{what} raised "
-                              f"{unexpected_error(exc)}") from exc
+                              f"{unexpected_error(exc)}{_value_read(ctx, exc)}") from exc
         outs.append(ctx.output_numpy(out, f"the vectorised output on case {name!r}"))
     diff = describe_mismatch(outs[0], full, rtol, atol, what=f"case {name!r}: the vectorised output against the "
                                                              f"plain batch's")
@@ -159,11 +173,11 @@ def _vectorised(ctx, spec, layer, fn, case, inputs, batched, n, state):
         problems.append(diff + f": the layer computes differently per example under the vectorising transform "
                                f"(a branch on the batch size or a shape, or a mix across axis {axis})")
     else:
-        diff = describe_mismatch(outs[1], outs[0], rtol, atol, what=f"case {name!r}: a second vectorised call "
-                                                                    f"against the first")
+        diff = describe_mismatch(outs[1], _take(full, perm, axis), rtol, atol,
+                                 what=f"case {name!r}: a second vectorised call, on the batch permuted, against the "
+                                      f"plain batch's outputs permuted")
         if diff:
-            problems.append(diff + ": the layer keeps Python state between calls (a cache, a counter, an "
-                                   "attribute written in the call): keep it in the framework's state, or none")
+            problems.append(diff + ". " + hint("batching_python_state"))
     said = "outputs agree"
     if not problems and ctx.is_function and ctx.contract.gradients.declared:
         said = _vectorised_gradients(ctx, fn, case, inputs, in_axes, axis, required, problems, full) or said
