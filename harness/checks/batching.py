@@ -27,6 +27,8 @@ from .optional import call_adapter
 def _value_read(ctx, exc) -> str:
     """The hint where the framework's error says the layer read a value under the transform."""
     text = f"{type(exc).__name__}: {exc}"
+    if "UnexpectedTracerError" in text and "BatchTracer" in text:
+        return ". " + hint("batching_closed_over")
     if any(k in text for k in ("data-dependent control flow", "TracerBoolConversionError", "ConcretizationTypeError",
                                "TracerArrayConversionError", "TracerIntegerConversionError")):
         return ". " + hint("batching_reads_value")
@@ -97,6 +99,11 @@ def check_batching(ctx):
         name = case["name"]
         full = out_of(inputs, f"on case {name!r}")
         rtol, atol = ctx.tolerance("batching", str(full.dtype))
+        if case is used[0][0]:  # a layer that is not a function of its inputs makes every comparison below moot
+            diff = describe_mismatch(out_of(inputs, f"on case {name!r} again"), full, rtol, atol,
+                                     what=f"case {name!r}: a second identical call against the first")
+            if diff:
+                raise CheckFailed(diff + ". " + hint("batching_python_state"), **details)
         if full.ndim <= axis or full.shape[axis] != n:
             problems.append(f"case {name!r}: the output's shape {list(full.shape)} has no axis {axis} of {n} "
                             f"examples (the inputs' batch): the layer reduces over the batch; where that is "
@@ -203,7 +210,7 @@ def _vectorised_gradients(ctx, fn, case, inputs, in_axes, axis, required, proble
         return f"outputs agree; gradients not run: {exc.reason}"
     except Exception as exc:
         raise CheckFailed(f"case {name!r}: the gradient under the framework's vectorising transform raised "
-                          f"{unexpected_error(exc)}") from exc
+                          f"{unexpected_error(exc)}{_value_read(ctx, exc)}") from exc
     said = []
     for way, short, grads in (("the gradient of the vectorised function", "grad of vmap", got["grad_of_vmap"]),
                               ("the vectorised gradient", "vmap of grad", got["vmap_of_grad"])):

@@ -166,11 +166,18 @@ HINTS: dict[str, Hint] = {h.id: h for h in (
               "given, never over axis {axis} or over everything); where mixing examples is the layer's meaning "
               "(a batch statistic), say so in the contract: batching: {{not_applicable: why}}"),
     Hint("batching_python_state", ("batching",),
-         "a second call under the vectorising transform, on the same examples permuted, does not give the "
-         "outputs permuted",
+         "a second identical call differs from the first, or a second call under the vectorising transform, on "
+         "the same examples permuted, does not give the outputs permuted",
          text="The layer keeps Python state between calls (a cache keyed by shape, a counter, an attribute "
-              "written in the call): the second vectorised call reused what the first left. Keep such state in "
+              "written in the call): a later call uses what an earlier one left. Keep such state in "
               "the framework's registered state, or recompute it on every call."),
+    Hint("batching_closed_over", ("batching",),
+         "the gradient under the vectorising transform raises the framework's error for a value of another "
+         "trace (JAX's UnexpectedTracerError with a BatchTracer)",
+         text="The custom gradient rule closes over a value of the batch (an input captured from the enclosing "
+              "function, neither an argument of the custom_vjp function nor a residual of fwd): under vmap that "
+              "value belongs to the vectorising trace. Pass it as an argument (nondiff_argnums for a setting) or "
+              "return it from fwd as a residual."),
     Hint("batching_reads_value", ("batching",),
          "the layer raises under the vectorising transform with the framework's error for a value read",
          text="The layer (or its custom gradient rule) reads a tensor's value in Python (an `if` on a tensor, "
