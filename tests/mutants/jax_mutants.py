@@ -148,7 +148,7 @@ M = "tests.mutants.jax_mutants"
 MUTANTS = [
     Mutant("jax", "rmsnorm", f"{M}:GainRawArray", "parameters", "untracked attribute 'gain' (jax array [8])", blocked=('compiled', 'composition', 'devices', 'export', 'gradients', 'serialization')),
     Mutant("jax", "rmsnorm", f"{M}:GainInPlainList", "parameters", "Found data on value of type '<class 'list'>'",
-           blocked=('compiled', 'composition', 'device_parity', 'devices', 'export', 'gradients', 'native', 'properties', 'serialization', 'strict_loading', 'values')),
+           blocked=('batching', 'compiled', 'composition', 'device_parity', 'devices', 'export', 'gradients', 'native', 'properties', 'serialization', 'strict_loading', 'values')),
     Mutant("jax", "rmsnorm", f"{M}:EpsOutsideSqrt", "values", "case 'edge_rows'", blocked=('gradients', 'native', 'properties')),
     Mutant("jax", "rmsnorm", f"{M}:WrongAxis", "values", "case 'random': mismatched elements", also=('batching',), blocked=('gradients', 'native', 'properties')),
     Mutant("jax", "rmsnorm", f"{M}:BatchMeanSquare", "batching", "changed when example 0 was perturbed", also=('values',), blocked=('gradients', 'native', 'properties')),
@@ -157,9 +157,9 @@ MUTANTS = [
            blocked=('device_parity', 'export', 'parameters')),
     Mutant("jax", "causal_mask", f"{M}:MaskRawArray", "buffers", "held as a plain attribute 'mask'", blocked=('compiled', 'devices', 'export', 'serialization')),
     Mutant("jax", "round_ste", f"{M}:ste_fwd_output_only", "gradients", "fwd rule _fwd_output_only for function "
-           "ste_fwd_output_only must produce a pair", also=('compiled', 'device_parity', 'export')),
+           "ste_fwd_output_only must produce a pair", also=('compiled', 'device_parity', 'export'), blocked=('batching',)),
     Mutant("jax", "round_ste", f"{M}:ste_bwd_bare_array", "gradients", "bwd rule must produce an output with the "
-           "same container (pytree) structure", also=('compiled', 'device_parity', 'export')),
+           "same container (pytree) structure", also=('compiled', 'device_parity', 'export'), blocked=('batching',)),
     Mutant("jax", "round_ste", f"{M}:ste_doubled", "gradients", "2x the expected"),
     Mutant("jax", "round_ste", f"{M}:round_no_surrogate", "gradients", "The gradient is all zeros"),
 ]
