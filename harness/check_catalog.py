@@ -79,6 +79,9 @@ CATALOG: tuple[CheckSpec, ...] = (
     CheckSpec("forward_mode", "forward", per_dtype=True, gradient_tolerances=True, prerequisites=("modes", "values")),
     CheckSpec("second_order", "second_order", per_dtype=True, gradient_tolerances=True,
               prerequisites=("modes", "values", "gradients")),
+    # compares the layer with itself (examples alone, permuted, one changed, vectorised), not with the reference,
+    # so wrong values do not block it: a layer that mixes examples fails both
+    CheckSpec("batching", "batching", prerequisites=("modes",)),
     CheckSpec("compiled", "compiled", alongside=True, prerequisites=("modes", "serialization")),
     CheckSpec("export", "export", fresh_process=True, alongside=True, prerequisites=("modes",)),
     CheckSpec("mixed_precision", "mixed_precision", fresh_process=True, prerequisites=("modes",),

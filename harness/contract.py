@@ -654,6 +654,15 @@ class MixedPrecision(_Section):
     not_applicable: str | None = None
 
 
+@dataclass(frozen=True)
+class Batching(_Section):
+    axis: int = 0
+    cases: tuple[str, ...] | None = None  # None: every case whose batched inputs share a size at ``axis``
+    vmap: str = "optional"  # "required": a layer the framework's vectorising transform cannot run fails, not n/a
+    not_applicable: str | None = None  # why its examples are not independent (a batch statistic)
+    _convert = {"cases": tuple}
+
+
 # --- the Contract object -----------------------------------------------------
 # One typed accessor per section: checks read a contract through these, never through ``data``, which holds
 # the contract as read (for this module's rules, ``for_dtype`` and serialising).
@@ -756,6 +765,7 @@ class Contract:
     compiled = property(lambda self: Compiled.of(self.data.get("compiled")))
     export = property(lambda self: Export.of(self.data.get("export")))
     mixed_precision = property(lambda self: MixedPrecision.of(self.data.get("mixed_precision")))
+    batching = property(lambda self: Batching.of(self.data.get("batching")))
 
     @property
     def native_gradients(self) -> tuple[set[str], set[str]]:
@@ -1284,6 +1294,12 @@ def _rules_second_order(r: _Rules):
         r.bad(("second_order",), "no case it names has a differentiable input to take second derivatives for")
 
 
+def _rules_batching(r: _Rules):
+    for i, name in enumerate(_seq(_map(r.data.get("batching")).get("cases"))):
+        if isinstance(name, str) and name not in r.case_names:
+            r.bad(("batching", "cases", i), f"{name!r} names no case (cases: {', '.join(r.case_names)})")
+
+
 # Every top-level key of the schema, and its rules beyond the schema (tests hold the two to each other).
 SECTION_RULES = {
     "name": _schema_only,
@@ -1313,6 +1329,7 @@ SECTION_RULES = {
     "compiled": _schema_only,
     "export": _schema_only,
     "mixed_precision": _schema_only,
+    "batching": _rules_batching,
 }
 
 

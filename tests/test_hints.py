@@ -81,6 +81,12 @@ CASES = [
      "tests.mutants.tensorflow_compiled:RMSNormPythonBranch", "layer_conformance.reference_impls.tensorflow.rmsnorm:RMSNorm"),
     ("compiled_reads_value", "mxnet", "rmsnorm", "compiled", "tests.mutants.mxnet_compiled:RMSNormAsnumpy",
      "layer_conformance.reference_impls.mxnet.rmsnorm:RMSNorm"),
+    ("batching_mixes", "torch", "rmsnorm", "batching", f"{T}:BatchMeanSquare", f"{T}:InferenceMemo"),
+    ("batching_python_state", "torch", "rmsnorm", "batching", f"{T}:InferenceMemo", f"{T}:BatchMeanSquare"),
+    ("batching_reads_value", "torch", "rmsnorm", "batching", "tests.mutants.torch_export:NaNGuard",
+     f"{T}:InferenceMemo"),
+    ("batching_closed_over", "jax", "softmax_cross_entropy", "batching", f"{J}:sce_closes_over_labels",
+     "layer_conformance.reference_impls.jax.softmax_cross_entropy:IMPL"),
     ("export_save:torch.save", "torch", "rmsnorm", "export", "tests.mutants.torch_export:LambdaAttribute",
      "tests.mutants.torch_export:RandomNonPersistentBuffer"),
     ("export_value:state_dict", "torch", "rmsnorm", "export", "tests.mutants.torch_export:RandomNonPersistentBuffer",
@@ -193,7 +199,7 @@ def test_hint_on_mutant_and_not_on_near_miss(session, case):
     values = {"scaled_gradient": {"ratio": "2"}, "register_trainable": {"slot": "gain", "shape": (8,)},
               "accumulated_16bit": {"dtype": dtype, "accumulate": "float32"},
               "computes_narrow": {"dtype": dtype, "wide": "float32"},
-              "precision_unexplained": {"dtype": dtype}}.get(hint_id, {})
+              "precision_unexplained": {"dtype": dtype}, "batching_mixes": {"axis": 0}}.get(hint_id, {})
     text = hint(hint_id, fw, **values) if "{compiler}" not in HINTS[hint_id].text else \
         HINTS[hint_id].text.split("{compiler}")[-1]
     got = _message(session, fw, contract, check, mutant, dtype)

@@ -159,6 +159,31 @@ HINTS: dict[str, Hint] = {h.id: h for h in (
          text=" The layer reads a tensor's value in Python (bool(), float(), .item(), .numpy(), asnumpy()) to "
               "branch or compute, and while the compiler traces there is no value: use the framework's "
               "conditional ops (where, cond) instead."),
+    # --- batching: examples that are not independent -----------------------------------------------------
+    Hint("batching_mixes", ("batching",),
+         "another example's output moves when one example is changed",
+         text="compute each example's statistics over its own axes only (a mean or norm with the feature axes "
+              "given, never over axis {axis} or over everything); where mixing examples is the layer's meaning "
+              "(a batch statistic), say so in the contract: batching: {{not_applicable: why}}"),
+    Hint("batching_python_state", ("batching",),
+         "a second identical call differs from the first, or a second call under the vectorising transform, on "
+         "the same examples permuted, does not give the outputs permuted",
+         text="The layer keeps Python state between calls (a cache keyed by shape, a counter, an attribute "
+              "written in the call): a later call uses what an earlier one left. Keep such state in "
+              "the framework's registered state, or recompute it on every call."),
+    Hint("batching_closed_over", ("batching",),
+         "the gradient under the vectorising transform raises the framework's error for a value of another "
+         "trace (JAX's UnexpectedTracerError with a BatchTracer)",
+         text="The custom gradient rule closes over a value of the batch (an input captured from the enclosing "
+              "function, neither an argument of the custom_vjp function nor a residual of fwd): under vmap that "
+              "value belongs to the vectorising trace. Pass it as an argument (nondiff_argnums for a setting) or "
+              "return it from fwd as a residual."),
+    Hint("batching_reads_value", ("batching",),
+         "the layer raises under the vectorising transform with the framework's error for a value read",
+         text="The layer (or its custom gradient rule) reads a tensor's value in Python (an `if` on a tensor, "
+              "bool(), .item(), numpy): under the vectorising transform each example has its own value, so "
+              "there is none to read; use the framework's ops (where, cond) and keep the rule in the framework's "
+              "operations."),
     # --- export: what usually breaks each format, said after the framework's own error -------------------
     *(Hint(f"export_save:{fmt}", ("export",), f"saving as {fmt} raised", text=text) for fmt, text in (
         ("torch.export", "torch.export traces forward with example inputs: Python control flow on tensor values, "

@@ -58,7 +58,7 @@ class EpsAsGlobal(nnx.Module):
 
 MUTANTS = [
     Mutant("jax", "log1pexp", "tests.mutants.jax_export:log1pexp_numpy_backward", "export",
-           "a host callback (jax.pure_callback", also=('second_order',)),
+           "a host callback (jax.pure_callback", also=('second_order', 'batching')),
     Mutant("jax", "rmsnorm", "tests.mutants.jax_export:LambdaAttribute", "export",
            "every static attribute of the module"),
     Mutant("jax", "rmsnorm", "tests.mutants.jax_export:EpsAsGlobal", "export",

@@ -116,20 +116,51 @@ def round_no_surrogate(X):
     return jnp.round(X)
 
 
+
+class BatchMeanSquare(nnx.Module):
+    """RMSNorm with `.mean()` left without its axis: one mean square over the whole batch (a batch statistic)."""
+    def __init__(self, d, eps=1e-6):
+        self.gain = nnx.Param(jnp.ones(d))
+        self.eps = eps
+
+    def __call__(self, X):
+        return self.gain[...] * X / jnp.sqrt((X ** 2).mean() + self.eps)
+
+
+def sce_closes_over_labels(logits, labels):
+    """Softmax cross-entropy whose custom_vjp is defined inside the call and closes over the labels (a batched
+    value) instead of taking them as an argument: right under jax.vjp and jit, but under vmap the labels are
+    the vectorising trace's, and the gradient of the vmapped function raises UnexpectedTracerError."""
+    @jax.custom_vjp
+    def loss(z):
+        return -jnp.sum(labels * jax.nn.log_softmax(z, axis=-1), axis=-1)
+
+    def fwd(z):
+        return loss(z), jax.nn.softmax(z, axis=-1)
+
+    def bwd(p, g):
+        return (g[..., None] * (p - labels),)
+    loss.defvjp(fwd, bwd)
+    return loss(logits)
+
+
 M = "tests.mutants.jax_mutants"
 MUTANTS = [
     Mutant("jax", "rmsnorm", f"{M}:GainRawArray", "parameters", "untracked attribute 'gain' (jax array [8])", blocked=('compiled', 'composition', 'devices', 'export', 'gradients', 'serialization')),
     Mutant("jax", "rmsnorm", f"{M}:GainInPlainList", "parameters", "Found data on value of type '<class 'list'>'",
-           blocked=('compiled', 'composition', 'device_parity', 'devices', 'export', 'gradients', 'native', 'properties', 'serialization', 'strict_loading', 'values')),
+           blocked=('batching', 'compiled', 'composition', 'device_parity', 'devices', 'export', 'gradients', 'native', 'properties', 'serialization', 'strict_loading', 'values')),
     Mutant("jax", "rmsnorm", f"{M}:EpsOutsideSqrt", "values", "case 'edge_rows'", blocked=('gradients', 'native', 'properties')),
-    Mutant("jax", "rmsnorm", f"{M}:WrongAxis", "values", "case 'random': mismatched elements", blocked=('gradients', 'native', 'properties')),
+    Mutant("jax", "rmsnorm", f"{M}:WrongAxis", "values", "case 'random': mismatched elements", also=('batching',), blocked=('gradients', 'native', 'properties')),
+    Mutant("jax", "rmsnorm", f"{M}:BatchMeanSquare", "batching", "changed when example 0 was perturbed", also=('values',), blocked=('gradients', 'native', 'properties')),
+    Mutant("jax", "softmax_cross_entropy", f"{M}:sce_closes_over_labels", "batching", "closes over a value of the batch",
+           also=('export',)),
     Mutant("jax", "causal_mask", f"{M}:MaskAsParam", "buffers", "is registered as trainable",
            blocked=('device_parity', 'export', 'parameters')),
     Mutant("jax", "causal_mask", f"{M}:MaskRawArray", "buffers", "held as a plain attribute 'mask'", blocked=('compiled', 'devices', 'export', 'serialization')),
     Mutant("jax", "round_ste", f"{M}:ste_fwd_output_only", "gradients", "fwd rule _fwd_output_only for function "
-           "ste_fwd_output_only must produce a pair", also=('compiled', 'device_parity', 'export')),
+           "ste_fwd_output_only must produce a pair", also=('compiled', 'device_parity', 'export', 'batching')),
     Mutant("jax", "round_ste", f"{M}:ste_bwd_bare_array", "gradients", "bwd rule must produce an output with the "
-           "same container (pytree) structure", also=('compiled', 'device_parity', 'export')),
+           "same container (pytree) structure", also=('compiled', 'device_parity', 'export', 'batching')),
     Mutant("jax", "round_ste", f"{M}:ste_doubled", "gradients", "2x the expected"),
     Mutant("jax", "round_ste", f"{M}:round_no_surrogate", "gradients", "The gradient is all zeros"),
 ]

@@ -368,9 +368,9 @@ MUTANTS = [
     Mutant(F, "rmsnorm_bias", f"{M}:BiasTolerantLoad", "strict_loading",
            "loaded strictly into the layer without an error"),
     Mutant(F, "rmsnorm_bias", f"{M}:BiasBeforeScale", "values", "case 'random': mismatched elements", blocked=('gradients',)),
-    Mutant(F, "dropout", f"{M}:DropoutOwnFlag", "modes", "in evaluation mode, switched on the enclosing container", blocked=('compiled', 'device_parity', 'devices', 'export', 'gradients', 'native', 'serialization', 'values')),
+    Mutant(F, "dropout", f"{M}:DropoutOwnFlag", "modes", "in evaluation mode, switched on the enclosing container", blocked=('batching', 'compiled', 'device_parity', 'devices', 'export', 'gradients', 'native', 'serialization', 'values')),
     Mutant(F, "dropout", f"{M}:DropoutFlagMisnamed", "modes",
-           "in evaluation mode, switched on the enclosing container", blocked=('compiled', 'device_parity', 'devices', 'export', 'gradients', 'native', 'serialization', 'values')),
+           "in evaluation mode, switched on the enclosing container", blocked=('batching', 'compiled', 'device_parity', 'devices', 'export', 'gradients', 'native', 'serialization', 'values')),
     Mutant(F, "dropout", f"{M}:DropoutKeepsP", "modes", "(Hoeffding bound, false-alarm probability 1e-09)"),
     Mutant(F, "dropout", f"{M}:DropoutNoRescale", "modes", "surviving entries are scaled by 1, expected"),
     Mutant(F, "dropout", f"{M}:DropoutStatelessSeed", "modes", "not drawn afresh per call"),
@@ -393,7 +393,7 @@ def log1pexp_numpy_grad(x):
 
 MUTANTS += [
     Mutant(F, "log1pexp", f"{M}:log1pexp_numpy_grad", "second_order",
-           "Hessian-vector product for input 'x' (case 'random') is None", also=('compiled', 'export')),
+           "Hessian-vector product for input 'x' (case 'random') is None", also=('compiled', 'export', 'batching')),
 ]
 
 

@@ -170,12 +170,46 @@ class LoadIgnoresKeys(nn.Module):
         return super().load_state_dict(state_dict, strict=False, assign=assign)
 
 
+
+class BatchMeanSquare(nn.Module):
+    """RMSNorm with `.mean()` left without its axis: one mean square over the whole batch, a batch statistic
+    that mixes every example into every other's output."""
+    def __init__(self, d, eps=1e-6):
+        super().__init__()
+        self.gain = nn.Parameter(torch.ones(d))
+        self.eps = eps
+
+    def forward(self, X):
+        return self.gain * X * X.pow(2).mean().add(self.eps).rsqrt()
+
+
+class InferenceMemo(nn.Module):
+    """RMSNorm that memoizes its inverse RMS by input shape in a Python dict when no gradient is recorded (an
+    'inference cache'): right in every first call, stale in a later one of the same shape; under torch.func.vmap
+    (run without gradients) every example has the same shape, so a second vectorised call reuses the first's."""
+    def __init__(self, d, eps=1e-6):
+        super().__init__()
+        self.gain = nn.Parameter(torch.ones(d))
+        self.eps = eps
+        self._memo = {}
+
+    def forward(self, X):
+        if torch.is_grad_enabled():
+            return self.gain * X * X.pow(2).mean(-1, keepdim=True).add(self.eps).rsqrt()
+        key = tuple(X.shape)
+        if key not in self._memo:
+            self._memo[key] = X.pow(2).mean(-1, keepdim=True).add(self.eps).rsqrt()
+        return self.gain * X * self._memo[key]
+
+
 M = "tests.mutants.torch_mutants"
 MUTANTS = [
     Mutant("torch", "rmsnorm", f"{M}:GainPlainTensor", "parameters", "untracked attribute 'gain'", blocked=('compiled', 'composition', 'devices', 'export', 'gradients', 'serialization')),
     Mutant("torch", "rmsnorm", f"{M}:GainInList", "parameters", "untracked attribute 'weights[0]'", blocked=('compiled', 'composition', 'devices', 'export', 'gradients', 'serialization')),
     Mutant("torch", "rmsnorm", f"{M}:EpsOutsideSqrt", "values", "case 'edge_rows'", blocked=('gradients', 'native', 'properties')),
-    Mutant("torch", "rmsnorm", f"{M}:WrongAxis", "values", "case 'random': mismatched elements", blocked=('gradients', 'native', 'properties')),
+    Mutant("torch", "rmsnorm", f"{M}:WrongAxis", "values", "case 'random': mismatched elements", also=('batching',), blocked=('gradients', 'native', 'properties')),
+    Mutant("torch", "rmsnorm", f"{M}:BatchMeanSquare", "batching", "changed when example 0 was perturbed", also=('values',), blocked=('gradients', 'native', 'properties')),
+    Mutant("torch", "rmsnorm", f"{M}:InferenceMemo", "batching", "keeps Python state between calls"),
     Mutant("torch", "causal_mask", f"{M}:MaskAsParameter", "buffers", "is registered as trainable", blocked=('parameters',)),
     Mutant("torch", "causal_mask", f"{M}:MaskPlainAttribute", "buffers", "held as a plain attribute 'mask'", blocked=('compiled', 'devices', 'export', 'serialization')),
     Mutant("torch", "causal_mask", f"{M}:MaskNotPersistent", "buffers", "not in the saved state", blocked=('serialization',)),

@@ -347,6 +347,15 @@ class FrameworkAdapter(Adapter):
         raise NotApplicable("MXNet 1.9.1 cannot differentiate twice through autograd.Function (its backward "
                            "is not recorded) and many backward operators register no gradient")
 
+    _NO_VMAP = ("MXNet 1.9.1 has no vectorising transform (no vmap): only the comparison with examples run alone, "
+                "permuted and changed runs")
+
+    def vmap_call(self, fn, layer, inputs, in_axes, axis, required=False):
+        raise NotApplicable(self._NO_VMAP)
+
+    def vmap_vjp(self, fn, inputs, in_axes, axis, wrt, cotangent, required=False):
+        raise NotApplicable(self._NO_VMAP)
+
     # -- the compiler --------------------------------------------------------------------------
     def compilers(self, backend=None):
         return ["hybridize()"]
