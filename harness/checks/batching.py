@@ -70,7 +70,7 @@ def _batch(inputs, axis):
 def check_batching(ctx):
     spec = ctx.contract.batching  # applicable: layer_conformance.checks.applicable
     axis, contract = spec.axis, ctx.contract
-    cases = [c for c in contract.cases if spec.cases is None or c["name"] in spec.cases]
+    cases = [c for c in contract.cases if spec.cases is None or c.name in spec.cases]
     state = inputs_mod.test_state(contract)
     layer, state, _ = ctx.layer_at(state)
     fn = ctx.callable(layer)
@@ -79,7 +79,7 @@ def check_batching(ctx):
         inputs = ctx.case_inputs(case)
         batched, n = _batch(inputs, axis)
         if batched is None:
-            unused[case["name"]] = n
+            unused[case.name] = n
             continue
         used.append((case, inputs, batched, n))
     if not used:
@@ -96,7 +96,7 @@ def check_batching(ctx):
         return ctx.output_numpy(out, f"the output {what}")
 
     for case, inputs, batched, n in used:
-        name = case["name"]
+        name = case.name
         full = out_of(inputs, f"on case {name!r}")
         rtol, atol = ctx.tolerance("batching", str(full.dtype))
         if case is used[0][0]:  # a layer that is not a function of its inputs makes every comparison below moot
@@ -152,7 +152,7 @@ def check_batching(ctx):
 def _vectorised(ctx, spec, layer, fn, case, inputs, batched, n, state):
     """The framework's vectorising transform on the first usable case: its output (twice) against the plain
     call's, and for a function with gradients, grad of vmap and vmap of grad against the plain batch's."""
-    axis, name, required = spec.axis, case["name"], spec.vmap == "required"
+    axis, name, required = spec.axis, case.name, spec.vmap == "required"
     in_axes = [axis if b else None for b in batched]
     full = ctx.output_numpy(ctx.run(layer, inputs), f"the output on case {name!r}")
     rtol, atol = ctx.tolerance("batching", str(full.dtype))
@@ -194,7 +194,7 @@ def _vectorised(ctx, spec, layer, fn, case, inputs, batched, n, state):
 
 
 def _vectorised_gradients(ctx, fn, case, inputs, in_axes, axis, required, problems, full):
-    name = case["name"]
+    name = case.name
     _, wrt, _ = ctx.contract.differentiated(case)
     wrt = [i for i in wrt if in_axes[i] is not None]
     if not wrt:
