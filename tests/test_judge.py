@@ -1,7 +1,8 @@
 """The judge never shares a process with the code it judges.
 
 Each attack comes from a layer under test (or its module, at import) and is run for real: a pytest
-run in a subprocess with a bindings file that puts the attacker first, then a wrong layer (off by 2x)
+run in a subprocess with a bindings file that puts the attacker first (attacks of one kind share a run, one
+after another, so that each also shows that the one before it reached nothing), then a wrong layer (off by 2x)
 and a correct one. Whatever the attacker does, its own checks end as failed or error with a message
 that says what happened, the two layers after it keep their verdicts, the results file holds every
 planned check, and the exit code is non-zero.
@@ -25,11 +26,12 @@ def after(check):
     return {"OffByTwo": OFF_BY_TWO[check], "IMPL": "passed"}
 
 
-def judged(tmp_path, attacker: str, *args, checks=CHECKS, timeout=300):
-    """Run the attacker, then OffByTwo and the correct layer, in one run; returns (process, records by (impl, check))."""
+def judged(tmp_path, attacker, *args, checks=CHECKS, timeout=300):
+    """Run the attacker (or several, in order), then OffByTwo and the correct layer, in one run; returns
+    (process, records by (impl, check))."""
+    attackers = (attacker,) if isinstance(attacker, str) else tuple(attacker)
     bindings = tmp_path / "bindings.yaml"
-    bindings.write_text(textwrap.dedent(f"""\
-        - {{contract: rmsnorm, impl: "{attacker}"}}
+    bindings.write_text("".join(f'- {{contract: rmsnorm, impl: "{a}"}}\n' for a in attackers) + textwrap.dedent(f"""\
         - {{contract: rmsnorm, impl: "tests.hostile.torch_hostile:OffByTwo"}}
         - {{contract: rmsnorm, impl: "layer_conformance.reference_impls.torch.rmsnorm:IMPL"}}
     """))
@@ -56,46 +58,42 @@ def assert_judged(proc, by, attacker_label, outcome, fragment, checks=CHECKS):
         assert rec["outcome"] in outcome + ("blocked",), (check, rec)
         for impl, want in after(check).items():
             assert by[(impl, check)]["outcome"] == want, (impl, check, by[(impl, check)])
-    assert len(by) == 3 * len(checks), sorted(by)
+    assert len(by) == len({i for i, _ in by}) * len(checks), sorted(by)
 
 
-def test_patching_numpy_in_its_process_changes_no_verdict(tmp_path):
-    proc, by = judged(tmp_path, "tests.hostile.patches_numpy:IMPL", checks=("values", "gradients"))
-    assert_judged(proc, by, "tests.hostile.patches_numpy:IMPL", ("failed",), "mismatched elements",
-                  checks=("values", "gradients"))
+def test_patching_numpy_or_the_harness_in_its_process_changes_no_verdict(tmp_path):
+    attackers = ("tests.hostile.patches_numpy:IMPL", "tests.hostile.patches_harness:IMPL")
+    proc, by = judged(tmp_path, attackers, checks=("values", "gradients"))
+    for attacker in attackers:
+        assert_judged(proc, by, attacker, ("failed",), "mismatched elements", checks=("values", "gradients"))
 
 
-def test_patching_the_harness_in_its_process_changes_no_verdict(tmp_path):
-    proc, by = judged(tmp_path, "tests.hostile.patches_harness:IMPL", checks=("values", "gradients"))
-    assert_judged(proc, by, "tests.hostile.patches_harness:IMPL", ("failed",), "mismatched elements",
-                  checks=("values", "gradients"))
+SKIPS_OR_EXITS = {
+    "RaisesCheckSkipped": "CheckSkipped: not applicable, honestly",
+    "RaisesUnsupported": "NotApplicable: this framework cannot do that",
+    "CallsPytestSkip": "Skipped: nothing to see here",
+    "SysExitZero": "SystemExit: 0",
+}
 
 
-@pytest.mark.parametrize("attacker,fragment", [
-    ("RaisesCheckSkipped", "CheckSkipped: not applicable, honestly"),
-    ("RaisesUnsupported", "NotApplicable: this framework cannot do that"),
-    ("CallsPytestSkip", "Skipped: nothing to see here"),
-    ("SysExitZero", "SystemExit: 0"),
-])
-def test_a_layer_cannot_declare_itself_skipped_or_exit(tmp_path, attacker, fragment):
-    proc, by = judged(tmp_path, f"tests.hostile.torch_hostile:{attacker}")
-    assert_judged(proc, by, attacker, ("failed",), fragment)
+def test_a_layer_cannot_declare_itself_skipped_or_exit(tmp_path):
+    proc, by = judged(tmp_path, [f"tests.hostile.torch_hostile:{a}" for a in SKIPS_OR_EXITS])
+    for attacker, fragment in SKIPS_OR_EXITS.items():
+        assert_judged(proc, by, attacker, ("failed",), fragment)
 
 
-def test_exit_zero_in_forward_is_a_crash_of_that_check_alone(tmp_path):
-    proc, by = judged(tmp_path, "tests.hostile.torch_hostile:ExitsZero")
+def test_exit_zero_in_forward_or_at_import_ends_only_that_layers_checks(tmp_path):
+    proc, by = judged(tmp_path, ("tests.hostile.torch_hostile:ExitsZero", "tests.hostile.exits_at_import:IMPL"))
+    # in forward: a crash of that check alone; at import: an error for every check
     assert_judged(proc, by, "ExitsZero", ("error",), "ended without answering (exit status 0)")
-
-
-def test_exit_zero_at_import_is_an_error_for_every_check(tmp_path):
-    proc, by = judged(tmp_path, "tests.hostile.exits_at_import:IMPL")
     assert_judged(proc, by, "tests.hostile.exits_at_import:IMPL", ("error",), "ended its executor")
 
 
-@pytest.mark.parametrize("attacker", ["SwallowsEverything", "CancelsWatchdogs"])
-def test_timeouts_cannot_be_defeated(tmp_path, attacker):
-    proc, by = judged(tmp_path, f"tests.hostile.torch_hostile:{attacker}", "--check-timeout", "3")
-    assert_judged(proc, by, attacker, ("error",), "timed out after 3 s")
+def test_timeouts_cannot_be_defeated(tmp_path):
+    attackers = ("SwallowsEverything", "CancelsWatchdogs")
+    proc, by = judged(tmp_path, [f"tests.hostile.torch_hostile:{a}" for a in attackers], "--check-timeout", "3")
+    for attacker in attackers:
+        assert_judged(proc, by, attacker, ("error",), "timed out after 3 s")
 
 
 def test_a_thread_left_running_neither_hangs_the_run_nor_reaches_the_next_target(tmp_path):
