@@ -10,6 +10,7 @@
     python benchmarks/bench.py --dtypes        # only the matrix without and with the contracts' dtypes
     python benchmarks/bench.py --sandbox --frameworks torch   # the executors' sandbox: its cost per target
     python benchmarks/bench.py --inner-loop --rounds 3        # one layer per framework against its own figure
+    python benchmarks/bench.py --new-axes --rounds 2          # what the checks of the new axes (issue 32) add
 
 It prints:
   matrix      wall time of the bundled matrix under ``pytest -n 0`` and ``-n 2`` (subprocesses);
@@ -520,6 +521,31 @@ def opt_in(frameworks: list[str], rounds: int = 1, singles: bool = True) -> dict
     return {"median_s": {k: statistics.median(v) for k, v in walls.items()}, "walls": walls}
 
 
+# the default checks of the axes beside torch's ModuleInfo, Keras and JAX (batching; abstract, layout,
+# construction and aliasing as they land): together at most 1.3x the default matrix without them
+NEW_AXES = ("batching",)
+NEW_AXES_BOUND = 1.3
+
+
+def new_axes(frameworks: list[str], rounds: int) -> dict:
+    """The bundled matrix at -n 0 with the default checks but NEW_AXES, then with every default check, in turn
+    (interleaved, medians): what the new axes add, side by side."""
+    import statistics
+    from layer_conformance.checks import DEFAULT_CHECKS
+    without = [c for c in DEFAULT_CHECKS if c not in NEW_AXES]
+    walls: dict = {"without": [], "with": []}
+    summaries: dict = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for _ in range(rounds):
+            for label, checks in (("without", without), ("with", list(DEFAULT_CHECKS))):
+                m = matrix(frameworks, "0", Path(tmp), checks=checks)
+                walls[label].append(m["wall_s"])
+                summaries[label] = m["summary"]
+    med = {k: statistics.median(v) for k, v in walls.items()}
+    return {"median_s": med, "walls": walls, "summaries": summaries, "ratio": med["with"] / med["without"],
+            "axes": list(NEW_AXES)}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--frameworks", help="comma-separated (default: every installed framework)")
@@ -538,6 +564,8 @@ def main(argv=None):
     ap.add_argument("--inner-loop", action="store_true",
                     help="only one layer per framework checked by one command, against the framework's own figure "
                          "(import; Keras' run_layer_test), and a broken layer's time to its first failure")
+    ap.add_argument("--new-axes", action="store_true",
+                    help="only the matrix (-n 0) without and with the default checks of the new axes, side by side")
     ap.add_argument("--opt-in", action="store_true", help="only what each opt-in check adds to the matrix (-n 0), and compiled + export at -n 2")
     ap.add_argument("--both-only", action="store_true",
                     help="with --opt-in: only the runs without and with compiled + export (-n 0 and -n 2)")
@@ -585,6 +613,16 @@ def main(argv=None):
                   f"(medians of {args.rounds})")
         if args.json:
             Path(args.json).write_text(json.dumps(il, indent=2))
+        return 0
+    if args.new_axes:
+        a = new_axes(frameworks, args.rounds)
+        for k, v in a["median_s"].items():
+            print(f"matrix -n 0, {k} {', '.join(a['axes'])}: {v:7.1f} s (median of {args.rounds}: "
+                  f"{', '.join(f'{w:.1f}' for w in a['walls'][k])})   {a['summaries'][k]}")
+        print(f"the new axes ({', '.join(a['axes'])}) add {a['ratio']:.2f}x (bound {NEW_AXES_BOUND}x: "
+              f"{'met' if a['ratio'] <= NEW_AXES_BOUND else 'missed'})")
+        if args.json:
+            Path(args.json).write_text(json.dumps(a, indent=2))
         return 0
     if args.sandbox:
         c = sandbox_cost(frameworks, args.rounds)
