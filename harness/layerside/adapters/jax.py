@@ -318,14 +318,21 @@ class FrameworkAdapter(Adapter):
         return serialization.msgpack_serialize(_unflat(flat))
 
     # -- composition and devices ---------------------------------------------------------------
+    @staticmethod
+    def _linear(n_in, n_out, seed):
+        """An nnx.Linear whose kernel numpy draws (lecun normal's scale): jax.random's default initializer
+        compiles threefry for each shape, about a second in each new executor, for weights any values serve."""
+        def kernel(key, shape, dtype=jnp.float32):
+            return jnp.asarray(np.random.default_rng(seed).standard_normal(shape) / np.sqrt(shape[0]), dtype)
+        return nnx.Linear(n_in, n_out, rngs=nnx.Rngs(seed), kernel_init=kernel)
+
     def sequential(self, layer, width):
         with jax.default_device(self._device(None)):
-            return nnx.Sequential(nnx.Linear(width, width, rngs=nnx.Rngs(0)), layer,
-                                  nnx.Linear(width, 2, rngs=nnx.Rngs(1)))
+            return nnx.Sequential(self._linear(width, width, 0), layer, self._linear(width, 2, 1))
 
     def nest(self, layer, dense=None):
         with jax.default_device(self._device(None)):
-            return nnx.Sequential(*([nnx.Linear(*dense, rngs=nnx.Rngs(0))] if dense else []), layer)
+            return nnx.Sequential(*([self._linear(*dense, 0)] if dense else []), layer)
 
     def manual_seed(self, seed):
         """Nothing to seed: JAX has no global generator; NNX layers draw from the nnx.Rngs they
