@@ -95,6 +95,17 @@ def test_the_finite_difference_at_float32_precision_still_tells_a_wrong_backward
 
 
 @torch_only
+def test_a_custom_function_written_for_torch_func_passes_and_batching_runs_its_gradients(sessions):
+    """With setup_context and generate_vmap_rule torch.func can transform the Function: batching's grad of
+    vmap and vmap of grad run (not n/a) and agree with the plain batch's per-example gradient."""
+    records = check_all(_contract("scaled_tanh"), "tests.zoo.torch_layers:ScaledTanhFunc", "torch",
+                        session=sessions("torch"))
+    _all_pass(records)
+    said = records["batching"]["details"]["vectorised"]
+    assert said == "outputs agree; grad of vmap agrees; vmap of grad agrees", said
+
+
+@torch_only
 def test_no_finite_difference_where_the_layer_computes_coarser_than_float32(sessions):
     problems, why = _fd(sessions("torch"), "BFloat16")
     assert problems is None

@@ -51,6 +51,19 @@ class EpsOutsideSqrt(nn.Block):
         return self.gain.data(X.context) * X / (nd.sqrt((X ** 2).mean(axis=-1, keepdims=True)) + self.eps)
 
 
+class BatchMeanSquare(nn.Block):
+    """RMSNorm with `.mean()` left without its axis: one mean square over the whole batch, a batch statistic
+    that mixes every example into every other's output."""
+    def __init__(self, d, eps=1e-6, **kwargs):
+        super().__init__(**kwargs)
+        with self.name_scope():
+            self.gain = self.params.get('gain', shape=(d,), init=init.One())
+        self.eps = eps
+
+    def forward(self, X):
+        return self.gain.data(X.context) * X / nd.sqrt((X ** 2).mean() + self.eps)
+
+
 def _triu(max_len):
     return np.triu(np.ones((max_len, max_len)), 1)
 
@@ -122,6 +135,10 @@ MUTANTS = [
            "untracked attribute 'gain' (gluon.Parameter [8])", blocked=('compiled', 'composition', 'device_parity', 'devices', 'export', 'gradients', 'properties', 'serialization', 'strict_loading', 'values')),
     Mutant("mxnet", "rmsnorm", f"{M}:GainInList", "parameters", "untracked attribute 'weights[0]'", blocked=('compiled', 'composition', 'device_parity', 'devices', 'export', 'gradients', 'properties', 'serialization', 'values')),
     Mutant("mxnet", "rmsnorm", f"{M}:EpsOutsideSqrt", "values", "case 'edge_rows'", blocked=('gradients', 'properties')),
+    # written by analogy with EpsOutsideSqrt (values blocks gradients and properties); MXNet has no vectorising
+    # transform, so batching's per-example runs catch it
+    Mutant("mxnet", "rmsnorm", f"{M}:BatchMeanSquare", "batching", "changed when example 0 was perturbed",
+           also=('values',), blocked=('gradients', 'properties')),
     Mutant("mxnet", "causal_mask", f"{M}:MaskAsParameter", "buffers", "is registered as trainable", blocked=('parameters',)),
     Mutant("mxnet", "causal_mask", f"{M}:MaskPlainArray", "buffers", "held as a plain attribute 'mask' (NDArray [8, 8])", blocked=('compiled', 'devices', 'export', 'serialization')),
     Mutant("mxnet", "causal_mask", f"{M}:MaskNotAttribute", "buffers", "not in the saved state", blocked=('serialization',)),

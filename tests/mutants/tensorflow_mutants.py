@@ -201,6 +201,40 @@ class SetWeightsWhatFits(keras.layers.Layer):
             variable.assign(value)
 
 
+class BatchMeanSquare(keras.layers.Layer):
+    """RMSNorm with reduce_mean left without its axis: one mean square over the whole batch, a batch
+    statistic that mixes every example into every other's output."""
+    def __init__(self, eps=1e-6, **kwargs):
+        super().__init__(**kwargs)
+        self.eps = eps
+
+    def build(self, X_shape):
+        self.gain = self.add_weight(name="gain", shape=[X_shape[-1]], initializer="ones")
+
+    def call(self, X):
+        return self.gain * X * tf.math.rsqrt(tf.reduce_mean(X ** 2) + self.eps)
+
+
+class TracedMemo(keras.layers.Layer):
+    """RMSNorm that memoizes its inverse RMS by input shape in a Python dict whenever it is traced (a 'graph
+    cache'): eager calls recompute; a later trace of the same shape reuses a tensor of an earlier graph."""
+    def __init__(self, eps=1e-6, **kwargs):
+        super().__init__(**kwargs)
+        self.eps = eps
+        self._memo = {}
+
+    def build(self, X_shape):
+        self.gain = self.add_weight(name="gain", shape=[X_shape[-1]], initializer="ones")
+
+    def call(self, X):
+        if tf.executing_eagerly():
+            return self.gain * X * _rms(X, self.eps)
+        key = tuple(X.shape)
+        if key not in self._memo:
+            self._memo[key] = _rms(X, self.eps)
+        return self.gain * X * self._memo[key]
+
+
 M = "tests.mutants.tensorflow_mutants"
 MUTANTS = [
     Mutant("tensorflow", "rmsnorm", f"{M}:DeviceDependent", "device_parity", "output on CPU:1 vs cpu", also=('devices',)),
@@ -222,6 +256,10 @@ MUTANTS = [
     Mutant("tensorflow", "round_ste", f"{M}:ste_reads_variable", "values",
            "TypeError: @tf.custom_gradient grad_fn must accept keyword argument 'variables'", also=('batching', 'compiled', 'devices', 'export'), blocked=('device_parity', 'gradients')),
     Mutant("tensorflow", "round_ste", f"{M}:ste_doubled", "gradients", "2x the expected"),
+    Mutant("tensorflow", "rmsnorm", f"{M}:BatchMeanSquare", "batching", "changed when example 0 was perturbed",
+           also=('values',), blocked=('gradients', 'native', 'properties')),
+    Mutant("tensorflow", "rmsnorm", f"{M}:TracedMemo", "batching", "keeps state between calls",
+           also=('composition', 'export')),
     Mutant("tensorflow", "rmsnorm", f"{M}:GainPinnedToCPU0", "devices", "'gain' on CPU:0"),
     Mutant("tensorflow", "rmsnorm", f"{M}:SetWeightsWhatFits", "strict_loading",
            "a saved state without slot 'gain' loaded strictly without an error: the layer's load ignores missing keys"),

@@ -202,6 +202,26 @@ class InferenceMemo(nn.Module):
         return self.gain * X * self._memo[key]
 
 
+class ScaledTanhBatchMeanGrad(torch.autograd.Function):
+    """scaled_tanh written for torch.func (setup_context, generate_vmap_rule) whose backward averages the
+    upstream gradient over the batch axis ("smoother"): every example's gradient takes in every other's.
+    The forward is right; torch.func runs the backward per example, so grad of vmap and vmap of grad show it."""
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(x):
+        return torch.tanh(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(output)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (y,) = ctx.saved_tensors
+        return grad_output.mean(0, keepdim=True) * (1 - y * y) * 0.5
+
+
 M = "tests.mutants.torch_mutants"
 MUTANTS = [
     Mutant("torch", "rmsnorm", f"{M}:GainPlainTensor", "parameters", "untracked attribute 'gain'", blocked=('compiled', 'composition', 'devices', 'export', 'gradients', 'serialization')),
@@ -210,6 +230,8 @@ MUTANTS = [
     Mutant("torch", "rmsnorm", f"{M}:WrongAxis", "values", "case 'random': mismatched elements", also=('batching',), blocked=('gradients', 'native', 'properties')),
     Mutant("torch", "rmsnorm", f"{M}:BatchMeanSquare", "batching", "changed when example 0 was perturbed", also=('values',), blocked=('gradients', 'native', 'properties')),
     Mutant("torch", "rmsnorm", f"{M}:InferenceMemo", "batching", "keeps Python state between calls"),
+    Mutant("torch", "scaled_tanh", f"{M}:ScaledTanhBatchMeanGrad", "batching", "the custom gradient rule mixes examples",
+           also=('gradients',)),
     Mutant("torch", "causal_mask", f"{M}:MaskAsParameter", "buffers", "is registered as trainable", blocked=('parameters',)),
     Mutant("torch", "causal_mask", f"{M}:MaskPlainAttribute", "buffers", "held as a plain attribute 'mask'", blocked=('compiled', 'devices', 'export', 'serialization')),
     Mutant("torch", "causal_mask", f"{M}:MaskNotPersistent", "buffers", "not in the saved state", blocked=('serialization',)),

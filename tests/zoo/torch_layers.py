@@ -88,3 +88,22 @@ def upcast_rmsnorm_grad_scaled(scale):
         def forward(self, X):
             return _UpcastRMSNormScaledGrad.apply(X, 1e-6, scale)
     return Layer()
+
+
+class ScaledTanhFunc(torch.autograd.Function):
+    """scaled_tanh as torch.func wants a custom Function: forward without ctx, setup_context saving the
+    output, and a generated vmap rule, so torch.func.vmap (and grad of vmap, vmap of grad) can run it."""
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(x):
+        return torch.tanh(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(output)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (y,) = ctx.saved_tensors
+        return grad_output * (1 - y * y) * 0.5
