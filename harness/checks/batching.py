@@ -171,8 +171,9 @@ def _vectorised(ctx, spec, layer, fn, case, inputs, batched, n, state):
         except Exception as exc:
             what = "" if call == "first" else " a second time (the first call passed: the layer keeps state " \
                                               "between calls that the transform cannot hold)"
+            why = _value_read(ctx, exc) or (". " + hint("batching_python_state") if call == "second" else "")
             raise CheckFailed(f"case {name!r}: the layer under the framework's vectorising transform{what} raised "
-                              f"{unexpected_error(exc)}{_value_read(ctx, exc)}") from exc
+                              f"{unexpected_error(exc)}{why}") from exc
         outs.append(ctx.output_numpy(out, f"the vectorised output on case {name!r}"))
     diff = describe_mismatch(outs[0], full, rtol, atol, what=f"case {name!r}: the vectorised output against the "
                                                              f"plain batch's")

@@ -167,7 +167,7 @@ HINTS: dict[str, Hint] = {h.id: h for h in (
               "(a batch statistic), say so in the contract: batching: {{not_applicable: why}}"),
     Hint("batching_python_state", ("batching",),
          "a second identical call differs from the first, or a second call under the vectorising transform, on "
-         "the same examples permuted, does not give the outputs permuted",
+         "the same examples permuted, does not give the outputs permuted or raises where the first did not",
          text="The layer keeps Python state between calls (a cache keyed by shape, a counter, an attribute "
               "written in the call): a later call uses what an earlier one left. Keep such state in "
               "the framework's registered state, or recompute it on every call."),
