@@ -203,6 +203,14 @@ def pytest_collection_modifyitems(config, items):
         except ValueError:
             continue
         census.setdefault(rel, {"fast": 0, "full": 0})["full" if reason else "fast"] += 1
+    # the modules with the longest tests first, each kept whole (its module-scoped fixtures are made once): under
+    # xdist the last tests handed out are the ones a worker may run alone while the other has nothing left
+    first = {m: i for i, m in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: first.get(Path(str(item.path)).name, len(first)))
+
+
+# the modules whose tests take longest (tens of seconds each, pytest --durations), which the tiers start with
+LONGEST_FIRST = ("test_wheel.py", "test_zoo.py", "test_sharding.py", "test_readme_examples.py", "test_ci_example.py")
 
 
 @pytest.fixture
