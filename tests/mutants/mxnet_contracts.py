@@ -357,7 +357,7 @@ MUTANTS = [
     Mutant("mxnet", "rmsnorm_bias", f"{M}:BiasTolerantLoad", "strict_loading",
            "loaded strictly into the layer without an error"),
     Mutant("mxnet", "rmsnorm_bias", f"{M}:BiasBeforeScale", "values", "case 'random': mismatched elements", blocked=('gradients',)),
-    Mutant("mxnet", "dropout", f"{M}:DropoutOwnFlag", "modes", "in evaluation mode, switched on the enclosing container", blocked=('serialization', 'devices', 'device_parity', 'values', 'native', 'gradients')),
+    Mutant("mxnet", "dropout", f"{M}:DropoutOwnFlag", "modes", "in evaluation mode, switched on the enclosing container", blocked=('batching', 'serialization', 'devices', 'device_parity', 'values', 'native', 'gradients')),
     Mutant("mxnet", "dropout", f"{M}:DropoutRecordingFlag", "modes", "the training flag did not reach the layer", blocked=('device_parity', 'gradients')),
     Mutant("mxnet", "dropout", f"{M}:DropoutKeepsP", "modes", "(Hoeffding bound, false-alarm probability 1e-09)"),
     Mutant("mxnet", "dropout", f"{M}:DropoutNoRescale", "modes", "surviving entries are scaled by 1, expected"),
