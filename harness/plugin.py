@@ -356,14 +356,16 @@ class ConformanceRun:
             raise pytest.UsageError(str(exc)) from None
         self.runs_checks = not (_is_worker(config) or config.getoption("numprocesses", None)
                                 or config.option.collectonly)
+        if self.runs_checks:
+            # contract validation asks the references first, and waits for them: their executor (numpy only, a
+            # fraction of a second) starts before any framework import, which executors start one at a time
+            from .executor.session import prestart_references
+            prestart_references()
         if self.runs_checks and frameworks:
             # frameworks named on the command line: their zygotes (each a framework import, and no user code)
             # start now, so that the import overlaps the judge's own imports, validation and collection
             self.session.prestart(sorted(dict.fromkeys(f for f in frameworks if f in FRAMEWORKS), key=start_rank),
                                   forks=False)
-        if self.runs_checks:
-            from .executor.session import prestart_references
-            prestart_references()   # contract validation asks the references first
         _judge_first()
         try:
             state_map = targets_mod.parse_state_map(option(config, "state_map", "conformance_state_map"))
