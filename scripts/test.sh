@@ -10,6 +10,15 @@ if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null && [ "$(id -u)" =
 fi
 bash scripts/main-env.sh
 bash scripts/mxnet-env.sh
+# bytecode written once, before the hundreds of processes the tests start: where PYTHONDONTWRITEBYTECODE is set,
+# each of them (every nested pytest run, zygote and executor) would compile the package anew, and each pytest run
+# would rewrite the asserts of every installed pytest plugin (hypothesis, xdist, anyio: about 120 modules)
+warm_bytecode() {
+    PYTHONDONTWRITEBYTECODE= "$1" -m compileall -q harness reference_impls >/dev/null || true
+    (cd "$(mktemp -d)" && PYTHONDONTWRITEBYTECODE= "$1" -m pytest -p no:cacheprovider --co -q >/dev/null 2>&1 || true)
+}
+warm_bytecode "$PWD/.venv/bin/python"
+warm_bytecode "$PWD/.venv-mxnet/bin/python"
 # the fast tier first (minutes; docs/testing.md), and nothing more when it fails; then the full tier, which holds
 # the rest (the mutant catalogue, the nested pytest runs, the wheel venvs) and none of the fast tier's tests
 tier() {   # a tier with no test in what "$@" selects (exit 5) is no failure
