@@ -84,6 +84,10 @@ CATALOG: tuple[CheckSpec, ...] = (
     CheckSpec("batching", "batching", prerequisites=("modes",)),
     CheckSpec("compiled", "compiled", alongside=True, prerequisites=("modes", "serialization")),
     CheckSpec("export", "export", fresh_process=True, alongside=True, prerequisites=("modes",)),
+    # builds the layer the ways real code does (factory kwargs and meta-device initialisation in torch, build()
+    # alone in Keras, nnx.eval_shape in JAX, deferred initialisation in Gluon) and compares the state with a
+    # plain build's: about the constructor, so nothing blocks it, and once per target
+    CheckSpec("construction", "construction"),
     CheckSpec("mixed_precision", "mixed_precision", fresh_process=True, prerequisites=("modes",),
               opt_in="runs every layer under each framework's mixed-precision mechanisms, which a layer used only "
                      "in its own dtype never meets (about 1.03x the matrix's time)"),

@@ -663,6 +663,14 @@ class Batching(_Section):
     _convert = {"cases": tuple}
 
 
+@dataclass(frozen=True)
+class Construction(_Section):
+    # "required": a torch layer without reset_parameters fails (it cannot be initialised after construction on
+    # meta); "optional": that part is n/a, with the reason
+    reset_parameters: str = "optional"
+    not_applicable: str | None = None  # why the ways real code builds a layer do not apply to it
+
+
 # --- the Contract object -----------------------------------------------------
 # One typed accessor per section: checks read a contract through these, never through ``data``, which holds
 # the contract as read (for this module's rules, ``for_dtype`` and serialising).
@@ -766,6 +774,7 @@ class Contract:
     export = property(lambda self: Export.of(self.data.get("export")))
     mixed_precision = property(lambda self: MixedPrecision.of(self.data.get("mixed_precision")))
     batching = property(lambda self: Batching.of(self.data.get("batching")))
+    construction = property(lambda self: Construction.of(self.data.get("construction")))
 
     @property
     def native_gradients(self) -> tuple[set[str], set[str]]:
@@ -1330,6 +1339,7 @@ SECTION_RULES = {
     "export": _schema_only,
     "mixed_precision": _schema_only,
     "batching": _rules_batching,
+    "construction": _schema_only,
 }
 
 

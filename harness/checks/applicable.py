@@ -8,7 +8,7 @@ mechanism) is decided by the check itself, and is a skip of an item that exists.
 
 ``contract_says`` is the one mapping from the contract's keys to records (docs/contracts.md, "Not applicable,
 and skips"): ``frameworks.<fw>.not_applicable``, a section's ``{not_applicable: why}`` (``compiled``, ``export``,
-``mixed_precision``, ``batching``), ``native.<fw>.none`` and what the contract leaves out are n/a (outcome skipped,
+``mixed_precision``, ``batching``, ``construction``), ``native.<fw>.none`` and what the contract leaves out are n/a (outcome skipped,
 ``not_applicable`` true, the reason the message: ``layer_conformance.record.NotApplicable``'s record form);
 ``checks.<id>.skip`` is a skip that is not n/a (``not_applicable`` false; why the two differ: ``checks.base``).
 """
@@ -69,6 +69,8 @@ _RULES = {
     "export": lambda c, fw: _spec_not_applicable(c.export, prefix=""),
     "mixed_precision": lambda c, fw: _spec_not_applicable(c.mixed_precision),
     "batching": lambda c, fw: _spec_not_applicable(c.batching),
+    "construction": lambda c, fw: (_function(c, "a function contract constructs no layer")
+                                   or _spec_not_applicable(c.construction)),
 }
 
 

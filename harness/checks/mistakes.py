@@ -184,6 +184,45 @@ HINTS: dict[str, Hint] = {h.id: h for h in (
               "bool(), .item(), numpy): under the vectorising transform each example has its own value, so "
               "there is none to read; use the framework's ops (where, cond) and keep the rule in the framework's "
               "operations."),
+    # --- construction: the ways real code builds a layer ----------------------------------------------------
+    Hint("construction_factory_ignored", ("construction",),
+         "the constructor takes device= and dtype= but a parameter or buffer is not on that device or in that dtype",
+         by_framework={
+             "torch": "Pass device= and dtype= on to every tensor the constructor creates, as torch.nn's layers do: "
+                      "factory_kwargs = {{'device': device, 'dtype': dtype}}, then torch.empty(d, **factory_kwargs) "
+                      "(a tensor made from data, torch.tensor(...) or torch.ones(d), needs them too).",
+         }),
+    Hint("construction_reset_incomplete", ("construction",),
+         "after construction on meta, to_empty and reset_parameters, a parameter or buffer is left uninitialised "
+         "or differs from a plain build's",
+         by_framework={
+             "torch": "reset_parameters() must set every parameter and buffer the constructor sets, in place (large "
+                      "models are constructed on meta, materialised with to_empty(), whose memory is uninitialised, "
+                      "then reset): move each initialisation from __init__ into reset_parameters (torch.nn.init.ones_"
+                      "(self.weight), self.mask.copy_(...) under torch.no_grad()) and call it at the end of __init__.",
+         }),
+    Hint("construction_no_reset_parameters", ("construction",),
+         "the contract requires reset_parameters and the module has none",
+         by_framework={
+             "torch": "Define reset_parameters() that initialises every parameter and buffer in place, and call it "
+                      "at the end of __init__: construction on meta followed by to_empty() leaves uninitialised "
+                      "memory that only reset_parameters can fill.",
+         }),
+    Hint("construction_weights_in_call", ("construction",),
+         "build(input_shape) alone makes fewer weights than the contract declares, or a call adds weights",
+         by_framework={
+             "tensorflow": "Create every weight with self.add_weight(...) in build(input_shape) (or in __init__ "
+                           "where its shape is known there), never in call(): Keras builds a layer from build() "
+                           "alone (Model.build, summary(), loading a saved model) before any call.",
+         }),
+    Hint("construction_reads_in_init", ("construction",),
+         "constructing the layer under nnx.eval_shape raises",
+         by_framework={
+             "jax": "The constructor reads an array's value (bool(), float(), an if on a value, .item(), numpy): "
+                    "under nnx.eval_shape (abstract or sharded initialisation) arrays have shapes but no values. "
+                    "Check the constructor's arguments instead, or the values in the call (with jnp.where, or "
+                    "checkify).",
+         }),
     # --- export: what usually breaks each format, said after the framework's own error -------------------
     *(Hint(f"export_save:{fmt}", ("export",), f"saving as {fmt} raised", text=text) for fmt, text in (
         ("torch.export", "torch.export traces forward with example inputs: Python control flow on tensor values, "

@@ -3,10 +3,15 @@ from torch import nn
 
 
 class RMSNorm(nn.Module):
-    def __init__(self, d, eps=1e-6):
+    def __init__(self, d, eps=1e-6, device=None, dtype=None):
         super().__init__()
-        self.gain = nn.Parameter(torch.ones(d))
+        # factory keyword arguments and reset_parameters, as torch.nn's layers: it can be built on meta
+        self.gain = nn.Parameter(torch.empty(d, device=device, dtype=dtype))
         self.eps = eps
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        nn.init.ones_(self.gain)
 
     def forward(self, X):
         # the statistic in float32 at least (the contract's accumulate: float32): in 16 bits a mean

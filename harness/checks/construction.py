@@ -1,0 +1,50 @@
+"""The ways real code builds a layer: ``construction``.
+
+A layer is built in the harness's other checks one way: constructed, then called once. Real code builds it
+other ways, and a custom layer often breaks there (issue 32):
+- torch: factory keyword arguments (``device=``, ``dtype=``), where the constructor takes them, must place
+  every parameter and buffer; construction under ``torch.device("meta")``, ``to_empty(device="cpu")`` and
+  ``reset_parameters`` (how large models are loaded) must give a plain build's state;
+- Keras: ``build(input_shape)`` alone must make the contract's weights, before any call;
+  ``compute_output_shape``, where the layer defines it, must work unbuilt and match the real output;
+- JAX/NNX: ``nnx.eval_shape(lambda: Layer(...))`` must give the state's shapes, and two constructions with the
+  same ``nnx.Rngs`` seed must be equal;
+- MXNet Gluon: deferred initialisation (``initialize()`` before the shapes are known, then ``hybridize()``)
+  must give a plain build's state after the first call.
+The adapter builds the layer each way in the layer's executor and says what differs (``construction_run``); a
+way the framework or the layer lacks is n/a, with its reason. Once per target (a dtype changes no
+constructor): a few constructions, no extra process.
+"""
+from __future__ import annotations
+
+from ..record import NotApplicable
+from .base import CheckFailed
+from .mistakes import hint
+from .optional import call_adapter
+
+
+def check_construction(ctx):
+    contract = ctx.contract  # applicable: a layer contract without construction: {not_applicable}
+    expected = {"trainable": len(contract.trainable), "non_trainable": len(contract.non_trainable),
+                "reset_parameters": contract.construction.reset_parameters}
+    parts = call_adapter(ctx, "construction_run", ctx.impl, ctx.constructor_args(), ctx.build_inputs(), expected)
+    details, problems, hints, ran = {}, [], [], False
+    for part in parts:
+        name = part["part"]
+        if part.get("not_applicable"):
+            details[name] = f"n/a: {part['not_applicable']}"
+            continue
+        ran = True
+        if part.get("problems"):
+            details[name] = "failed"
+            problems.append(f"{name}: " + "; ".join(part["problems"]))
+            if part.get("hint") and part["hint"] not in hints:
+                hints.append(part["hint"])
+        else:
+            details[name] = "passed"
+    if problems:
+        said = [hint(h, ctx.adapter.name) for h in hints]
+        raise CheckFailed("; ".join(problems) + "".join(f". {s}" for s in said if s), **details)
+    if not ran:
+        raise NotApplicable("; ".join(f"{p['part']}: {p['not_applicable']}" for p in parts))
+    return details
