@@ -633,6 +633,51 @@ class FrameworkAdapter(Adapter):
             return layer, layer
         raise NotApplicable(f"{fmt} is not a JAX format")
 
+    # -- construction: the ways real code builds a layer (the construction check) ---------------------------
+    def construction_run(self, impl, constructor, inputs, expected):
+        impl = import_spec(impl) if isinstance(impl, str) else impl
+        plain = self.construct(impl, constructor)
+        if not isinstance(plain, nnx.Module):
+            raise NotApplicable(f"the constructor makes a {type(plain).__name__}, not an nnx.Module: no state for "
+                                f"nnx.eval_shape to describe or a seed to repeat")
+        real = {n: (tuple(jnp.shape(_value(v))), str(_value(v).dtype)) for n, v in self._variables(plain).items()}
+        if not real:
+            raise NotApplicable("the module holds no nnx.Variable: no state for nnx.eval_shape to describe or a seed "
+                                "to repeat")
+        part = "nnx.eval_shape(lambda: Layer(...))"
+        problems, hint = [], None
+        try:
+            abstract = nnx.eval_shape(lambda: self.construct(impl, constructor))
+        except Exception as exc:
+            problems.append(f"constructing the layer under nnx.eval_shape raised {type(exc).__name__}: "
+                            f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''}")
+            hint = "construction_reads_in_init"
+        else:
+            raw = [getattr(v, "get_raw_value", None) for v in self._variables(abstract).values()]
+            got = {n: (tuple(a.shape), str(a.dtype)) for n, a in
+                   ((n, r() if r else getattr(v, "raw_value", v)) for (n, v), r in
+                    zip(self._variables(abstract).items(), raw))}
+            for n in sorted(set(real) | set(got)):
+                if n not in got:
+                    problems.append(f"{n!r} is missing from the abstract state")
+                elif n not in real:
+                    problems.append(f"{n!r} is in the abstract state only")
+                elif got[n] != real[n]:
+                    problems.append(f"{n!r} is {list(got[n][0])} {got[n][1]} abstractly, {list(real[n][0])} "
+                                    f"{real[n][1]} when built")
+        parts = [{"part": part, "problems": problems, "hint": hint}]
+        part = "two constructions with the same nnx.Rngs seed"
+        twin = self.construct(impl, constructor)
+        values = {n: np.asarray(_value(v)) for n, v in self._variables(twin).items()}
+        differ = [n for n, v in self._variables(plain).items() if n in values and
+                  not np.array_equal(np.asarray(_value(v)), values[n], equal_nan=True)]
+        problems = [f"{', '.join(map(repr, differ))} differ between two constructions with nnx.Rngs(0): the "
+                    f"constructor draws from a source other than the nnx.Rngs it is given (numpy or Python's "
+                    f"random, the time, a global counter); draw every random value from rngs (rngs.params())"] \
+            if differ else []
+        parts.append({"part": part, "problems": problems, "hint": None})
+        return parts
+
 
 class _KeyData:
     """A PRNG key array as pickled plain data (typed keys refuse numpy conversion)."""

@@ -490,6 +490,55 @@ class FrameworkAdapter(Adapter):
             block = gluon.SymbolBlock.imports(symbol, names, params, ctx=mx.cpu(0))
         return block, block
 
+    # -- construction: the ways real code builds a layer (the construction check) ---------------------------
+    def construction_run(self, impl, constructor, inputs, expected):
+        impl = import_spec(impl) if isinstance(impl, str) else impl
+
+        def state(layer):
+            return {n: p.data(p.list_ctx()[0]).asnumpy() for n, p in self._named(layer).items()}
+
+        mx.random.seed(0)
+        plain = self.construct(impl, constructor)
+        if not isinstance(plain, gluon.Block):
+            raise NotApplicable(f"the constructor makes a {type(plain).__name__}, not a Gluon block")
+        if not self._named(plain):
+            raise NotApplicable("the block holds no parameters: nothing for deferred initialisation to shape")
+        want = state(self.build(plain, inputs))
+        mx.random.seed(1)
+        random = {n for n, v in state(self.build(self.construct(impl, constructor), inputs)).items()
+                  if n in want and not np.array_equal(v, want[n], equal_nan=True)}
+        hybrid = isinstance(plain, gluon.HybridBlock)
+        part = "initialize() before the shapes are known" + (", hybridize()" if hybrid else "") + ", a first call"
+        mx.random.seed(0)
+        layer = self.construct(impl, constructor)
+        problems = []
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                layer.initialize()
+            if hybrid:
+                layer.hybridize()
+            self.call(layer, inputs)
+            got = state(layer)
+        except Exception as exc:
+            return [{"part": part, "problems": [f"raised {type(exc).__name__}: {str(exc).strip().splitlines()[0]}"],
+                     "hint": None}]
+        for n in sorted(set(want) | set(got)):
+            if n not in got or n not in want:
+                problems.append(f"{n!r} is {'missing' if n not in got else 'extra'} after deferred initialisation")
+            elif got[n].shape != want[n].shape or got[n].dtype != want[n].dtype:
+                problems.append(f"{n!r} is {list(got[n].shape)} {got[n].dtype}, a plain build's "
+                                f"{list(want[n].shape)} {want[n].dtype}")
+            elif n in random:
+                if not np.isfinite(got[n]).all():
+                    problems.append(f"{n!r} (randomly initialised) is not finite")
+            elif not np.array_equal(got[n], want[n], equal_nan=True):
+                problems.append(f"{n!r} differs from a plain build's")
+        if problems:
+            problems[-1] += (": give a parameter's unknown dimensions as 0 (allow_deferred_init) and let the first "
+                             "call infer them (infer_shape in hybrid_forward), with its initializer in params.get")
+        return [{"part": part, "problems": problems, "hint": None}]
+
 class _Hybridized:
     """The layer after ``hybridize()``; ``traces`` counts hybrid_forward runs on Symbols (graph
     construction), wrapped on the instance so that the class is left alone."""
