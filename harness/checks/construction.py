@@ -44,7 +44,7 @@ def check_construction(ctx):
             details[name] = "passed"
     if problems:
         said = [hint(h, ctx.adapter.name) for h in hints]
-        raise CheckFailed("; ".join(problems) + "".join(f". {s}" for s in said if s), **details)
+        raise CheckFailed("; ".join(problems).rstrip(".") + "".join(f". {s}" for s in said if s), **details)
     if not ran:
         raise NotApplicable("; ".join(f"{p['part']}: {p['not_applicable']}" for p in parts))
     return details

@@ -144,6 +144,19 @@ def sce_closes_over_labels(logits, labels):
     return loss(logits)
 
 
+class GainCheckedInInit(nnx.Module):
+    """Validates its initial gain by reading its value in __init__ (bool of an array): under nnx.eval_shape
+    (abstract or sharded initialisation) the gain has a shape but no value, so construction raises."""
+    def __init__(self, d, eps=1e-6):
+        self.gain = nnx.Param(jnp.ones(d))
+        if not bool(jnp.all(self.gain[...] > 0)):
+            raise ValueError("the gain must start positive")
+        self.eps = eps
+
+    def __call__(self, X):
+        return self.gain[...] * X / _rms(X, self.eps)
+
+
 M = "tests.mutants.jax_mutants"
 MUTANTS = [
     Mutant("jax", "rmsnorm", f"{M}:GainRawArray", "parameters", "untracked attribute 'gain' (jax array [8])", blocked=('compiled', 'composition', 'devices', 'export', 'gradients', 'serialization')),
@@ -163,6 +176,8 @@ MUTANTS = [
            "same container (pytree) structure", also=('compiled', 'device_parity', 'export', 'batching')),
     Mutant("jax", "round_ste", f"{M}:ste_doubled", "gradients", "2x the expected"),
     Mutant("jax", "round_ste", f"{M}:round_no_surrogate", "gradients", "The gradient is all zeros"),
+    Mutant("jax", "rmsnorm", f"{M}:GainCheckedInInit", "construction",
+           "constructing the layer under nnx.eval_shape raised"),
 ]
 
 # No strict_loading mutant here: an NNX module has no load method of its own to override; its state is

@@ -235,6 +235,26 @@ class TracedMemo(keras.layers.Layer):
         return self.gain * X * self._memo[key]
 
 
+class GainAddedInCall(keras.layers.Layer):
+    """Creates its gain on the first call, in call() instead of build(): a layer built from build() alone
+    (Model.build, summary(), a saved model being loaded) has no weights. Keras 3 refuses new state on a built
+    layer, so it unlocks its tracker to get past that."""
+    def __init__(self, eps=1e-6, **kwargs):
+        super().__init__(**kwargs)
+        self.eps = eps
+        self.gain = None
+
+    def build(self, X_shape):
+        pass
+
+    def call(self, X):
+        if self.gain is None:
+            self._tracker.unlock()
+            self.gain = self.add_weight(name="gain", shape=[X.shape[-1]], initializer="ones")
+            self._tracker.lock()
+        return self.gain * X * _rms(X, self.eps)
+
+
 M = "tests.mutants.tensorflow_mutants"
 MUTANTS = [
     Mutant("tensorflow", "rmsnorm", f"{M}:DeviceDependent", "device_parity", "output on CPU:1 vs cpu", also=('devices',)),
@@ -263,4 +283,6 @@ MUTANTS = [
     Mutant("tensorflow", "rmsnorm", f"{M}:GainPinnedToCPU0", "devices", "'gain' on CPU:0"),
     Mutant("tensorflow", "rmsnorm", f"{M}:SetWeightsWhatFits", "strict_loading",
            "a saved state without slot 'gain' loaded strictly without an error: the layer's load ignores missing keys"),
+    Mutant("tensorflow", "rmsnorm", f"{M}:GainAddedInCall", "construction",
+           "build() alone made 0 trainable and 0 non-trainable weight(s) (none), the first call 1 and 0"),
 ]

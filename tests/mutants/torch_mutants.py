@@ -222,6 +222,53 @@ class ScaledTanhBatchMeanGrad(torch.autograd.Function):
         return grad_output.mean(0, keepdim=True) * (1 - y * y) * 0.5
 
 
+# --- construction: the ways real code builds a layer -----------------------------------------------
+
+class GainIgnoresDevice(nn.Module):
+    """Takes device= and dtype=, as torch.nn's layers do, but makes its gain with torch.ones(d) alone: the
+    gain lands on the CPU in float32 whatever was asked (construction on meta then allocates it for real)."""
+    def __init__(self, d, eps=1e-6, device=None, dtype=None):
+        super().__init__()
+        self.gain = nn.Parameter(torch.ones(d))
+        self.eps = eps
+
+    def reset_parameters(self):
+        nn.init.ones_(self.gain)
+
+    def forward(self, X):
+        return self.gain * X * X.pow(2).mean(-1, keepdim=True).add(self.eps).rsqrt()
+
+
+class GainNoResetParameters(nn.Module):
+    """Initialises its gain in __init__ only, with no reset_parameters: built on meta and materialised with
+    to_empty, its gain is uninitialised memory that nothing fills."""
+    def __init__(self, d, eps=1e-6, device=None, dtype=None):
+        super().__init__()
+        self.gain = nn.Parameter(torch.ones(d, device=device, dtype=dtype))
+        self.eps = eps
+
+    def forward(self, X):
+        return self.gain * X * X.pow(2).mean(-1, keepdim=True).add(self.eps).rsqrt()
+
+
+class BiasNotReset(nn.Module):
+    """reset_parameters resets the gain but forgets the bias, which __init__ set: after construction on meta
+    and to_empty, the bias stays uninitialised."""
+    def __init__(self, d, eps=1e-6, bias=False, device=None, dtype=None):
+        super().__init__()
+        self.gain = nn.Parameter(torch.empty(d, device=device, dtype=dtype))
+        self.bias = nn.Parameter(torch.zeros(d, device=device, dtype=dtype)) if bias else None
+        self.eps = eps
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        nn.init.ones_(self.gain)
+
+    def forward(self, X):
+        Y = self.gain * X * X.pow(2).mean(-1, keepdim=True).add(self.eps).rsqrt()
+        return Y if self.bias is None else Y + self.bias
+
+
 M = "tests.mutants.torch_mutants"
 MUTANTS = [
     Mutant("torch", "rmsnorm", f"{M}:GainPlainTensor", "parameters", "untracked attribute 'gain'", blocked=('compiled', 'composition', 'devices', 'export', 'gradients', 'serialization')),
@@ -244,4 +291,8 @@ MUTANTS = [
     Mutant("torch", "rmsnorm", f"{M}:LoadIgnoresKeys", "strict_loading",
            "a saved state without slot 'gain' loaded strictly without an error: the layer's load ignores missing keys"),
     Mutant("torch", "round_ste", f"{M}:STEZeroBackward", "gradients", "the layer's custom backward rule did run"),
+    Mutant("torch", "rmsnorm", f"{M}:GainIgnoresDevice", "construction",
+           "constructed with device='meta', 1 of 1 parameter(s) and buffer(s) are not placed there: 'gain' (on cpu)"),
+    Mutant("torch", "rmsnorm_bias", f"{M}:BiasNotReset", "construction",
+           "'bias' is left uninitialised (still NaN) by reset_parameters"),
 ]
