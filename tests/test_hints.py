@@ -87,6 +87,17 @@ CASES = [
      f"{T}:InferenceMemo"),
     ("batching_closed_over", "jax", "softmax_cross_entropy", "batching", f"{J}:sce_closes_over_labels",
      "layer_conformance.reference_impls.jax.softmax_cross_entropy:IMPL"),
+    ("construction_factory_ignored", "torch", "rmsnorm", "construction", f"{T}:GainIgnoresDevice",
+     f"{T}:GainNoResetParameters"),
+    ("construction_reset_incomplete", "torch", "rmsnorm_bias", "construction", f"{T}:BiasNotReset",
+     "layer_conformance.reference_impls.torch.rmsnorm_bias:IMPL"),
+    # a contract variant (``+`` and its YAML line, appended): reset_parameters required
+    ("construction_no_reset_parameters", "torch", "rmsnorm+construction: {reset_parameters: required}",
+     "construction", f"{T}:GainNoResetParameters", "layer_conformance.reference_impls.torch.rmsnorm:IMPL"),
+    ("construction_weights_in_call", "tensorflow", "rmsnorm", "construction", f"{TF}:GainAddedInCall",
+     "layer_conformance.reference_impls.tensorflow.rmsnorm:IMPL"),
+    ("construction_reads_in_init", "jax", "rmsnorm", "construction", f"{J}:GainCheckedInInit",
+     "layer_conformance.reference_impls.jax.rmsnorm:IMPL"),
     ("export_save:torch.save", "torch", "rmsnorm", "export", "tests.mutants.torch_export:LambdaAttribute",
      "tests.mutants.torch_export:RandomNonPersistentBuffer"),
     ("export_value:state_dict", "torch", "rmsnorm", "export", "tests.mutants.torch_export:RandomNonPersistentBuffer",
@@ -172,7 +183,9 @@ def session():
 
 
 def _message(session, framework, contract, check, impl, dtype=None) -> str:
-    c = load_contract(bundled_contracts()[contract])
+    contract, _, extra = contract.partition("+")  # a bundled contract with a line of YAML appended
+    path = bundled_contracts()[contract]
+    c = load_contract(path, raw=Path(path).read_bytes() + f"\n{extra}\n".encode() if extra else None)
     ctx = context_for(c, impl, framework, session=session, dtype=dtype)
     return run_check(ctx, check)
 
