@@ -266,7 +266,7 @@ MUTANTS = [
            "non-trainable slot 'mask' is missing from the layer's state", blocked=('compiled', 'export', 'serialization')),
     Mutant("tensorflow", "rmsnorm", f"{M}:GainInList", "parameters", "untracked attribute 'gains[0]'", blocked=('compiled', 'composition', 'devices', 'export', 'gradients', 'serialization')),
     Mutant("tensorflow", "rmsnorm", f"{M}:GainInCall", "parameters",
-           "All state must be created in the `__init__()` method or in the `build()` method", blocked=('batching', 'compiled', 'composition', 'device_parity', 'devices', 'export', 'gradients', 'native', 'properties', 'serialization', 'strict_loading', 'values')),
+           "All state must be created in the `__init__()` method or in the `build()` method", blocked=('batching', 'compiled', 'composition', 'device_parity', 'devices', 'export', 'gradients', 'native', 'properties', 'serialization', 'strict_loading', 'values', 'construction')),
     Mutant("tensorflow", "rmsnorm", f"{M}:EpsOutsideSqrt", "values", "case 'edge_rows'", also=('compiled',), blocked=('gradients', 'native', 'properties')),
     Mutant("tensorflow", "rmsnorm", f"{M}:WrongAxis", "values", "case 'random': mismatched elements", also=('batching',), blocked=('gradients', 'native', 'properties')),
     Mutant("tensorflow", "causal_mask", f"{M}:MaskTrainable", "buffers", "is registered as trainable", blocked=('parameters',)),
