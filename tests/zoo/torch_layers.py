@@ -8,7 +8,8 @@ from torch import nn
 
 class RMSNormUpcast(nn.Module):
     """Llama-style: the input is upcast to float32 whatever its dtype, normalized, cast back,
-    then scaled (the transformers LlamaRMSNorm pattern)."""
+    then scaled (the transformers LlamaRMSNorm pattern: no factory keywords, no reset_parameters, so
+    construction's meta part is n/a)."""
     def __init__(self, d, eps=1e-6):
         super().__init__()
         self.weight = nn.Parameter(torch.ones(d))
@@ -24,10 +25,14 @@ class RMSNormUpcast(nn.Module):
 
 class RMSNormFloat32(nn.Module):
     """Everything, the gain included, in float32; the result in the input's dtype."""
-    def __init__(self, d, eps=1e-6):
+    def __init__(self, d, eps=1e-6, device=None, dtype=None):
         super().__init__()
-        self.gain = nn.Parameter(torch.ones(d))
+        self.gain = nn.Parameter(torch.empty(d, device=device, dtype=dtype))
         self.eps = eps
+        self.reset_parameters()
+
+    def reset_parameters(self):  # as torch.nn's layers: it can be built on meta, then materialised
+        nn.init.ones_(self.gain)
 
     def forward(self, X):
         x = X.float()
@@ -38,10 +43,14 @@ class RMSNormFloat32(nn.Module):
 class RMSNormAutocast(nn.Module):
     """Mixed-precision code keeps norms out of autocast: forward runs in an autocast region
     switched off and computes in float32 (the usual guard around normalization layers)."""
-    def __init__(self, d, eps=1e-6):
+    def __init__(self, d, eps=1e-6, device=None, dtype=None):
         super().__init__()
-        self.gain = nn.Parameter(torch.ones(d))
+        self.gain = nn.Parameter(torch.empty(d, device=device, dtype=dtype))
         self.eps = eps
+        self.reset_parameters()
+
+    def reset_parameters(self):  # as torch.nn's layers: it can be built on meta, then materialised
+        nn.init.ones_(self.gain)
 
     def forward(self, X):
         device_type = X.device.type if X.device.type in ("cpu", "cuda") else "cpu"
@@ -54,10 +63,14 @@ class RMSNormAutocast(nn.Module):
 class RMSNormReturnsFloat32(nn.Module):
     """Computes in float32 and returns float32 whatever the input: right for the contract's float32
     inputs; given float64 it still answers in float32, so no finite difference is meaningful."""
-    def __init__(self, d, eps=1e-6):
+    def __init__(self, d, eps=1e-6, device=None, dtype=None):
         super().__init__()
-        self.gain = nn.Parameter(torch.ones(d))
+        self.gain = nn.Parameter(torch.empty(d, device=device, dtype=dtype))
         self.eps = eps
+        self.reset_parameters()
+
+    def reset_parameters(self):  # as torch.nn's layers: it can be built on meta, then materialised
+        nn.init.ones_(self.gain)
 
     def forward(self, X):
         x = X.float()
