@@ -663,6 +663,12 @@ class Batching(_Section):
     _convert = {"cases": tuple}
 
 
+@dataclass(frozen=True)
+class Aliasing(_Section):
+    in_place: bool = False  # the layer writes into its input on purpose (the change is expected, and must show)
+    not_applicable: str | None = None
+
+
 # --- the Contract object -----------------------------------------------------
 # One typed accessor per section: checks read a contract through these, never through ``data``, which holds
 # the contract as read (for this module's rules, ``for_dtype`` and serialising).
@@ -766,6 +772,7 @@ class Contract:
     export = property(lambda self: Export.of(self.data.get("export")))
     mixed_precision = property(lambda self: MixedPrecision.of(self.data.get("mixed_precision")))
     batching = property(lambda self: Batching.of(self.data.get("batching")))
+    aliasing = property(lambda self: Aliasing.of(self.data.get("aliasing")))
 
     @property
     def native_gradients(self) -> tuple[set[str], set[str]]:
@@ -1330,6 +1337,7 @@ SECTION_RULES = {
     "export": _schema_only,
     "mixed_precision": _schema_only,
     "batching": _rules_batching,
+    "aliasing": _schema_only,
 }
 
 
