@@ -39,7 +39,7 @@ def _pair(ctx):
     return None
 
 
-def _same_tensor(ctx, problems):
+def _same_tensor(ctx, problems, hints):
     """Part 1; its note, or raises NotApplicable with why it does not apply."""
     contract, adapter = ctx.contract, ctx.adapter
     if not ctx.is_function:
@@ -86,13 +86,14 @@ def _same_tensor(ctx, problems):
                                  what=f"{what}, {way}: its gradient against the sum of the two inputs' gradients "
                                       f"of the normal call")
         if diff:
-            problems.append(diff + ". " + hint("aliasing_same_tensor"))
+            problems.append(diff)
+            hints.add("aliasing_same_tensor")
         else:
             said.append(f"{way}: the gradient is the sum")
     return f"one tensor as {names[i]!r} and {names[j]!r} (case {case.name!r}): " + "; ".join(said)
 
 
-def _unchanged(ctx, problems):
+def _unchanged(ctx, problems, hints):
     """Part 2; its note, or raises NotApplicable."""
     contract, adapter = ctx.contract, ctx.adapter
     spec = contract.aliasing
@@ -144,15 +145,15 @@ def _unchanged(ctx, problems):
 
 
 def check_aliasing(ctx):
-    problems, said, na = [], {}, []
+    problems, said, na, hints = [], {}, [], set()
     for part, run in (("same_tensor", _same_tensor), ("inputs", _unchanged)):
         try:
-            said[part] = run(ctx, problems)
+            said[part] = run(ctx, problems, hints)
         except NotApplicable as exc:
             na.append(str(exc))
             said[part] = f"n/a: {exc}"
     if problems:
-        raise CheckFailed("; ".join(problems), **said)
+        raise CheckFailed("; ".join(problems) + "".join(". " + hint(h) for h in sorted(hints)), **said)
     if len(na) == 2:
         raise NotApplicable("; ".join(na))
     return said
