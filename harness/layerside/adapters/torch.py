@@ -380,7 +380,7 @@ class FrameworkAdapter(Adapter):
         return t.detach()
 
     def layout_vjp(self, fn, layer, inputs, wrt, cotangent, layout):
-        args = [self._laid_out(a, layout).requires_grad_(i in wrt and a.dtype.kind in "fc")
+        args = [self._laid_out(a, layout).requires_grad_(i in wrt)
                 for i, a in enumerate(inputs)]
         state = {}
         if isinstance(layer, torch.nn.Module):
