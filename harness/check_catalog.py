@@ -82,6 +82,10 @@ CATALOG: tuple[CheckSpec, ...] = (
     # compares the layer with itself (examples alone, permuted, one changed, vectorised), not with the reference,
     # so wrong values do not block it: a layer that mixes examples fails both
     CheckSpec("batching", "batching", prerequisites=("modes",)),
+    # compare the layer with itself on other memory layouts or one tensor passed twice, so wrong values or first
+    # derivatives block them (their comparisons are of outputs and gradients)
+    CheckSpec("layout", "layout", prerequisites=("modes", "values", "gradients")),
+    CheckSpec("aliasing", "aliasing", prerequisites=("modes", "values", "gradients")),
     CheckSpec("compiled", "compiled", alongside=True, prerequisites=("modes", "serialization")),
     CheckSpec("export", "export", fresh_process=True, alongside=True, prerequisites=("modes",)),
     # builds the layer the ways real code does (factory kwargs and meta-device initialisation in torch, build()

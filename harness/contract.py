@@ -671,6 +671,12 @@ class Construction(_Section):
     not_applicable: str | None = None  # why the ways real code builds a layer do not apply to it
 
 
+@dataclass(frozen=True)
+class Aliasing(_Section):
+    in_place: bool = False  # the layer writes into its input on purpose (the change is expected, and must show)
+    not_applicable: str | None = None
+
+
 # --- the Contract object -----------------------------------------------------
 # One typed accessor per section: checks read a contract through these, never through ``data``, which holds
 # the contract as read (for this module's rules, ``for_dtype`` and serialising).
@@ -775,6 +781,7 @@ class Contract:
     mixed_precision = property(lambda self: MixedPrecision.of(self.data.get("mixed_precision")))
     batching = property(lambda self: Batching.of(self.data.get("batching")))
     construction = property(lambda self: Construction.of(self.data.get("construction")))
+    aliasing = property(lambda self: Aliasing.of(self.data.get("aliasing")))
 
     @property
     def native_gradients(self) -> tuple[set[str], set[str]]:
@@ -1340,6 +1347,7 @@ SECTION_RULES = {
     "mixed_precision": _schema_only,
     "batching": _rules_batching,
     "construction": _schema_only,
+    "aliasing": _schema_only,
 }
 
 

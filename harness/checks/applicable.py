@@ -71,6 +71,7 @@ _RULES = {
     "batching": lambda c, fw: _spec_not_applicable(c.batching),
     "construction": lambda c, fw: (_function(c, "a function contract constructs no layer")
                                    or _spec_not_applicable(c.construction)),
+    "aliasing": lambda c, fw: _spec_not_applicable(c.aliasing),
 }
 
 

@@ -223,6 +223,31 @@ HINTS: dict[str, Hint] = {h.id: h for h in (
                     "Check the constructor's arguments instead, or the values in the call (with jnp.where, or "
                     "checkify).",
          }),
+    # --- layout: strides that change the answer --------------------------------------------------------
+    Hint("layout_view", ("layout",),
+         "the layer raises torch's error for .view() on a tensor whose strides do not allow it",
+         text="The layer (or its custom backward, on the incoming gradient) calls .view() on a tensor that is "
+              "not contiguous (a transposed view, a slice with a step, a gradient autograd hands over as it is): "
+              "use .reshape(), which copies only where it must, or call .contiguous() first."),
+    Hint("layout_storage_order", ("layout",),
+         "outputs or gradients differ between contiguous and non-contiguous inputs of the same values",
+         text="The layer reads memory in storage order (data_ptr(), .storage()/untyped_storage(), as_strided, "
+              "a flat view of the buffer) instead of by index, so the same values with other strides give other "
+              "results: index tensors logically (their shape and indexing ops), or call .contiguous() before "
+              "reading raw memory."),
+    # --- aliasing: inputs written in place, one tensor passed twice ----------------------------------------
+    Hint("aliasing_mutates_input", ("aliasing",),
+         "the layer's call or backward changes an input, or moves its version counter, and the contract does "
+         "not declare it in place",
+         text="The layer writes into its input (an in-place op such as mul_, tanh_, add_, clamp_, x[...] = on "
+              "the argument): the caller's tensor changes under it. Use out-of-place ops (x * s, torch.tanh(x)), "
+              "or, where writing in place is the layer's meaning, declare it: aliasing: {{in_place: true}}."),
+    Hint("aliasing_same_tensor", ("aliasing",),
+         "one tensor passed for two inputs gets a gradient other than the sum of the two inputs' gradients",
+         text="The custom gradient rule keys its gradients by the tensors' identity (id(), a dict keyed by the "
+              "input, `x is y`) or saves inputs so that one tensor passed twice gets one gradient: return one "
+              "gradient per argument position, each computed from that position's own input; the framework adds "
+              "the two where one tensor fills both."),
     # --- export: what usually breaks each format, said after the framework's own error -------------------
     *(Hint(f"export_save:{fmt}", ("export",), f"saving as {fmt} raised", text=text) for fmt, text in (
         ("torch.export", "torch.export traces forward with example inputs: Python control flow on tensor values, "

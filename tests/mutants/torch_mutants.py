@@ -269,6 +269,69 @@ class BiasNotReset(nn.Module):
         return Y if self.bias is None else Y + self.bias
 
 
+class ScaledTanhViewBackward(torch.autograd.Function):
+    """scaled_tanh whose backward flattens the incoming gradient with .view(-1) to apply the rule elementwise:
+    right for a contiguous gradient; torch hands a non-contiguous one over as it is, and .view raises."""
+    @staticmethod
+    def forward(ctx, x):
+        y = torch.tanh(x)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (y,) = ctx.saved_tensors
+        flat = grad_output.view(-1)
+        return (flat * (1 - y.reshape(-1) ** 2) * 0.5).reshape(grad_output.shape)
+
+
+class RMSNormAsStrided(nn.Module):
+    """RMSNorm that reads its input through as_strided with the strides of a contiguous tensor (a 'zero-copy'
+    row view): right for contiguous inputs, other elements for a transposed view or a slice with a step."""
+    def __init__(self, d, eps=1e-6):
+        super().__init__()
+        self.gain = nn.Parameter(torch.ones(d))
+        self.eps = eps
+
+    def forward(self, X):
+        X = X.as_strided(X.shape, torch.empty(X.shape, device="meta").stride())
+        return self.gain * X * X.pow(2).mean(-1, keepdim=True).add(self.eps).rsqrt()
+
+
+class ScaledTanhInPlace(torch.autograd.Function):
+    """scaled_tanh that 'saves memory' by computing tanh in the input's own buffer (x.tanh_()) and returning a
+    copy: the output and the gradient are right, and the caller's input now holds tanh(x)."""
+    @staticmethod
+    def forward(ctx, x):
+        x.tanh_()
+        ctx.save_for_backward(x)
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (y,) = ctx.saved_tensors
+        return grad_output * (1 - y * y) * 0.5
+
+
+class LinearGradsById(torch.autograd.Function):
+    """linear_vjp whose forward remembers which argument position each input tensor holds, keyed by id(): one
+    tensor passed as both x and b keeps one position (the last), so its gradient loses the W^T g term."""
+    @staticmethod
+    def forward(ctx, W, x, b):
+        ctx.save_for_backward(W, x)
+        ctx.position = {id(t): k for k, t in enumerate((W, x, b))}
+        return W @ x + b
+
+    @staticmethod
+    def backward(ctx, g):
+        W, x = ctx.saved_tensors
+        every = (torch.outer(g, x), W.T @ g, g)
+        grads = [None, None, None]
+        for k in ctx.position.values():
+            grads[k] = every[k]
+        return tuple(grads)
+
+
 M = "tests.mutants.torch_mutants"
 MUTANTS = [
     Mutant("torch", "rmsnorm", f"{M}:GainPlainTensor", "parameters", "untracked attribute 'gain'", blocked=('compiled', 'composition', 'devices', 'export', 'gradients', 'serialization')),
@@ -295,4 +358,11 @@ MUTANTS = [
            "constructed with device='meta', 1 of 1 parameter(s) and buffer(s) are not placed there: 'gain' (on cpu)"),
     Mutant("torch", "rmsnorm_bias", f"{M}:BiasNotReset", "construction",
            "'bias' is left uninitialised (still NaN) by reset_parameters"),
+    Mutant("torch", "scaled_tanh", f"{M}:ScaledTanhViewBackward", "layout", "calls .view() on a tensor that is not "
+           "contiguous"),
+    Mutant("torch", "rmsnorm", f"{M}:RMSNormAsStrided", "layout", "reads memory in storage order"),
+    Mutant("torch", "scaled_tanh", f"{M}:ScaledTanhInPlace", "aliasing", "the call changed its input 'x'",
+           also=("export",)),
+    Mutant("torch", "linear_vjp", f"{M}:LinearGradsById", "aliasing", "keys its gradients by the tensors' identity",
+           also=("compiled",)),
 ]

@@ -506,6 +506,9 @@ class FrameworkAdapter(Adapter):
                 "input_dtypes": [str(np.asarray(a).dtype) for a in inputs], "input_gradients": input_grads,
                 "notes": []}
 
+    def input_changes(self, fn, layer, inputs, wrt, cotangent):
+        raise NotApplicable("JAX arrays are immutable: a layer cannot change its input")
+
     # -- the compiler --------------------------------------------------------------------------
     def compilers(self, backend=None):
         return ["jax.jit"]

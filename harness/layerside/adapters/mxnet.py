@@ -139,6 +139,7 @@ class FrameworkAdapter(Adapter):
             def apply(*args):
                 return obj()(*args)
             apply.__name__ = apply.__qualname__ = f"{obj.__name__}()"
+            apply.function = obj  # what aliased_vjp asks
             return apply
         return obj
 
@@ -355,6 +356,41 @@ class FrameworkAdapter(Adapter):
 
     def vmap_vjp(self, fn, inputs, in_axes, axis, wrt, cotangent, required=False):
         raise NotApplicable(self._NO_VMAP)
+
+    def aliased_vjp(self, fn, inputs, i, j, cotangent, compiled=None):
+        if getattr(fn, "function", None) is not None:
+            raise NotApplicable("an MXNet 1.9.1 autograd.Function gives no gradient at all to one array passed for "
+                                "two of its inputs (a correct rule gets zeros: the framework's limitation, which "
+                                "the layer cannot change)")
+        return super().aliased_vjp(fn, inputs, i, j, cotangent, compiled)
+
+    def input_changes(self, fn, layer, inputs, wrt, cotangent):
+        args = [_array(a) for a in inputs]
+        before = [a.asnumpy().copy() for a in args]
+        for i in wrt:
+            args[i].attach_grad()
+        if isinstance(layer, gluon.Block):
+            layer.collect_params().zero_grad()
+        changed = lambda: [i for i, (a, b) in enumerate(zip(args, before))
+                           if not np.array_equal(a.asnumpy(), b, equal_nan=True)]
+        with autograd.record(train_mode=False):
+            out = fn(*args)
+        forward = changed()
+        backward, grads = [], [None] * len(inputs)
+        if wrt and cotangent is not None and isinstance(out, mx.nd.NDArray):
+            cotangent = np.asarray(cotangent)
+            if cotangent.size == out.size:
+                cotangent = cotangent.reshape(out.shape)
+            try:
+                out.backward(_array(cotangent, out.ctx, dtype=out.dtype))
+                mx.nd.waitall()
+                grads = [args[i].grad.copy() if i in wrt else None for i in range(len(inputs))]
+            except mx.base.MXNetError as exc:
+                if "not in a computational graph" not in str(exc):
+                    raise
+            backward = [i for i in changed() if i not in forward]
+        return {"forward": forward, "backward": backward, "versions": None, "output": out,
+                "input_grads": grads, "state_grads": {}}
 
     # -- the compiler --------------------------------------------------------------------------
     def compilers(self, backend=None):

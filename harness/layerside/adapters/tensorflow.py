@@ -318,6 +318,9 @@ class FrameworkAdapter(Adapter):
         by_index = dict(zip(wrt, second))
         return [by_index.get(i) for i in range(len(inputs))]
 
+    def input_changes(self, fn, layer, inputs, wrt, cotangent):
+        raise NotApplicable("TensorFlow tensors are immutable: a layer cannot change its input")
+
     # -- the compiler --------------------------------------------------------------------------
     def compilers(self, backend=None):
         return ["tf.function", "tf.function(jit_compile=True)"]

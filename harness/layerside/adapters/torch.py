@@ -353,6 +353,78 @@ class FrameworkAdapter(Adapter):
                 "vmap_of_grad": [conv(vmap_of_grad.get(i)) for i in range(len(inputs))]}
 
     # -- the compiler --------------------------------------------------------------------------
+    def layouts(self, inputs):
+        ranks = [np.ndim(a) for a in inputs]
+        out = ["strided"]
+        if any(r >= 2 for r in ranks):
+            out.insert(0, "transposed")
+        if any(r == 4 for r in ranks):
+            out.append("channels_last")
+        return out
+
+    def _laid_out(self, a, layout):
+        """``a`` (numpy) as a tensor with the same values laid out as ``layout``: "transposed" (the last two axes
+        stored swapped: x.transpose(-1, -2).contiguous().transpose(-1, -2)), "strided" (every other element of a
+        tensor twice as long in the last axis), "channels_last" (4-D), else contiguous. A fresh leaf."""
+        t = self.tensor(a)
+        if layout == "transposed" and t.dim() >= 2:
+            t = t.transpose(-1, -2).contiguous().transpose(-1, -2)
+        elif layout == "strided" and t.dim() >= 1:
+            wide = torch.zeros(*t.shape[:-1], 2 * t.shape[-1], dtype=t.dtype)
+            wide[..., ::2] = t
+            t = wide[..., ::2]
+        elif layout == "channels_last" and t.dim() == 4:
+            t = t.contiguous(memory_format=torch.channels_last)
+        else:
+            t = t.clone()
+        return t.detach()
+
+    def layout_vjp(self, fn, layer, inputs, wrt, cotangent, layout):
+        args = [self._laid_out(a, layout).requires_grad_(i in wrt)
+                for i, a in enumerate(inputs)]
+        state = {}
+        if isinstance(layer, torch.nn.Module):
+            layer.train(False)
+            layer.zero_grad(set_to_none=True)
+            state = {**self.non_trainable(layer), **self.trainable(layer)}
+        out = fn(*args)
+        if not isinstance(out, torch.Tensor):
+            raise TypeError(f"the output is a {type(out).__name__}, not a torch.Tensor")
+        input_grads = [None] * len(inputs)
+        if out.requires_grad and cotangent is not None:
+            ct = self._laid_out(np.asarray(cotangent), layout).to(dtype=out.dtype)
+            torch.autograd.backward(out, ct)
+            input_grads = [args[i].grad if i in wrt else None for i in range(len(inputs))]
+        conv = lambda g: None if g is None else g.detach()
+        return (out.detach(), [conv(g) for g in input_grads],
+                {k: conv(v.grad) for k, v in state.items()})
+
+    def input_changes(self, fn, layer, inputs, wrt, cotangent):
+        leaves = [self.tensor(a).clone().requires_grad_(i in wrt) for i, a in enumerate(inputs)]
+        args = [t.clone() if t.requires_grad else t for t in leaves]  # not leaves: an in-place write is allowed
+        before = [t.detach().clone() for t in args]
+        versions = [t._version for t in args]
+        if isinstance(layer, torch.nn.Module):
+            layer.train(False)
+            layer.zero_grad(set_to_none=True)
+        out = fn(*args)
+        changed = lambda: [i for i, (t, b) in enumerate(zip(args, before))
+                           if not torch.equal(torch.nan_to_num(t.detach()), torch.nan_to_num(b))]
+        forward = changed()
+        moved = [i for i, (t, v) in enumerate(zip(args, versions)) if t._version != v]
+        backward = []
+        grads = [None] * len(inputs)
+        if isinstance(out, torch.Tensor) and out.requires_grad and cotangent is not None:
+            ct = self.tensor(np.asarray(cotangent)).to(dtype=out.dtype)
+            torch.autograd.backward(out, ct)
+            backward = [i for i in changed() if i not in forward]
+            grads = [leaves[i].grad if i in wrt else None for i in range(len(inputs))]
+        state = {**self.non_trainable(layer), **self.trainable(layer)} if isinstance(layer, torch.nn.Module) else {}
+        conv = lambda g: None if g is None else g.detach()
+        return {"forward": forward, "backward": backward, "versions": moved,
+                "output": out.detach() if isinstance(out, torch.Tensor) else out,
+                "input_grads": [conv(g) for g in grads], "state_grads": {k: conv(v.grad) for k, v in state.items()}}
+
     def compilers(self, backend=None):
         return [f"torch.compile(backend={backend or 'aot_eager'!r})"]
 
