@@ -82,6 +82,8 @@ CATALOG: tuple[CheckSpec, ...] = (
     # compares the layer with itself (examples alone, permuted, one changed, vectorised), not with the reference,
     # so wrong values do not block it: a layer that mixes examples fails both
     CheckSpec("batching", "batching", prerequisites=("modes",)),
+    # the layer against itself: shapes and dtypes computed without data, and a program with a symbolic batch
+    CheckSpec("abstract", "abstract", prerequisites=("modes",)),
     CheckSpec("compiled", "compiled", alongside=True, prerequisites=("modes", "serialization")),
     CheckSpec("export", "export", fresh_process=True, alongside=True, prerequisites=("modes",)),
     CheckSpec("mixed_precision", "mixed_precision", fresh_process=True, prerequisites=("modes",),

@@ -663,6 +663,12 @@ class Batching(_Section):
     _convert = {"cases": tuple}
 
 
+@dataclass(frozen=True)
+class Abstract(_Section):
+    # the symbolic batch is batching's axis, on the first of batching's cases (n/a where batching is)
+    not_applicable: str | None = None  # why the layer has no shape without data (an output shaped by values)
+
+
 # --- the Contract object -----------------------------------------------------
 # One typed accessor per section: checks read a contract through these, never through ``data``, which holds
 # the contract as read (for this module's rules, ``for_dtype`` and serialising).
@@ -766,6 +772,7 @@ class Contract:
     export = property(lambda self: Export.of(self.data.get("export")))
     mixed_precision = property(lambda self: MixedPrecision.of(self.data.get("mixed_precision")))
     batching = property(lambda self: Batching.of(self.data.get("batching")))
+    abstract = property(lambda self: Abstract.of(self.data.get("abstract")))
 
     @property
     def native_gradients(self) -> tuple[set[str], set[str]]:
@@ -1330,6 +1337,7 @@ SECTION_RULES = {
     "export": _schema_only,
     "mixed_precision": _schema_only,
     "batching": _rules_batching,
+    "abstract": _schema_only,
 }
 
 

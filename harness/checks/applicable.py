@@ -69,6 +69,7 @@ _RULES = {
     "export": lambda c, fw: _spec_not_applicable(c.export, prefix=""),
     "mixed_precision": lambda c, fw: _spec_not_applicable(c.mixed_precision),
     "batching": lambda c, fw: _spec_not_applicable(c.batching),
+    "abstract": lambda c, fw: _spec_not_applicable(c.abstract),
 }
 
 

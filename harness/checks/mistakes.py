@@ -184,6 +184,23 @@ HINTS: dict[str, Hint] = {h.id: h for h in (
               "bool(), .item(), numpy): under the vectorising transform each example has its own value, so "
               "there is none to read; use the framework's ops (where, cond) and keep the rule in the framework's "
               "operations."),
+    # --- abstract: shapes without data, and a symbolic batch dimension ------------------------------------
+    Hint("abstract_output_shape", ("abstract",),
+         "the output's shape or dtype computed without data (compute_output_shape, a symbolic call, a fake or "
+         "meta tensor, eval_shape) differs from the eager output's, or computing it raises",
+         text="Make the abstract shape follow the real one: compute_output_shape (or compute_output_spec) must "
+              "give the shape and dtype that call returns, from the input shape alone, and every op of the call "
+              "must work on a tensor without values (no numpy, no host copies)."),
+    Hint("abstract_reads_value", ("abstract",),
+         "the layer raises without data with the framework's error for a value read",
+         text="The layer reads a tensor's value in Python in its forward (.item(), .numpy(), float(x), int(x), an "
+              "`if` on a tensor): a shape computed without data, or a traced program, has no value to read. Keep "
+              "it a tensor op (where, cond, a mask) and leave the decision to the framework."),
+    Hint("abstract_fixed_batch", ("abstract",),
+         "the program with a symbolic batch dimension cannot be built, or at another batch size gives a wrong "
+         "shape or values",
+         text="The layer fixes the batch size: hard-coded, or remembered from the first call (an attribute set "
+              "once). Read it from the input's shape on every call (x.shape[0], or -1 in a reshape)."),
     # --- export: what usually breaks each format, said after the framework's own error -------------------
     *(Hint(f"export_save:{fmt}", ("export",), f"saving as {fmt} raised", text=text) for fmt, text in (
         ("torch.export", "torch.export traces forward with example inputs: Python control flow on tensor values, "
