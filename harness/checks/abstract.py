@@ -36,6 +36,8 @@ _FIXED = ("Constraints violated", "specialized", "specialization", "not a multip
 
 def _why(exc_or_text, fixed=False) -> str:
     text = exc_or_text if isinstance(exc_or_text, str) else f"{type(exc_or_text).__name__}: {exc_or_text}"
+    if "at least two devices" in text or "is not on the expected device" in text:
+        return ". " + hint("abstract_held_tensor")
     if any(k in text for k in _VALUE_READ):
         return ". " + hint("abstract_reads_value")
     if fixed and any(k in text for k in _FIXED):
@@ -70,25 +72,30 @@ def check_abstract(ctx):
     except CheckSkipped as exc:
         ways = []
         said.append(f"shapes without data not run: {exc.reason}")
+    hints = {}  # each hint once, after the problems it explains
     for w in ways:
         way = w["way"]
         if w.get("na"):
             said.append(f"{way} n/a: {w['na']}")
         elif w.get("error"):
-            problems.append(f"case {case.name!r}: the output's shape without data ({way}) raised {w['error']}"
-                            + (_why(w["error"]) or ". " + hint("abstract_output_shape")))
+            problems.append(f"case {case.name!r}: the output's shape without data ({way}) raised {w['error']}")
+            hints[_why(w["error"]) or ". " + hint("abstract_output_shape")] = None
         elif list(w["shape"]) != list(full.shape) or w["dtype"] not in (None, dtype):
             what = f"shape {list(w['shape'])}" + (f" and dtype {w['dtype']}" if w["dtype"] else "")
             problems.append(f"case {case.name!r}: {way} gives an output of {what}, the eager call "
-                            f"{list(full.shape)}" + (f" and {dtype}" if w["dtype"] else "") + ". "
-                            + hint("abstract_output_shape"))
+                            f"{list(full.shape)}" + (f" and {dtype}" if w["dtype"] else ""))
+            hints[". " + hint("abstract_output_shape")] = None
         else:
             said.append(f"{way} agrees")
     if problems:
-        raise CheckFailed("; ".join(problems))
+        raise CheckFailed("; ".join(problems) + "".join(hints))
 
     details["symbolic_batch"] = _batch_part(ctx, fn, layer, case, inputs, axis, full, dtype, eager)
     details["without_data"] = "; ".join(said) or "n/a"
+    if all(not s.startswith("n/a") and " n/a: " in s for s in said) and details["symbolic_batch"].startswith("n/a"):
+        # nothing ran: the framework holds this layer no way without data
+        reasons = dict.fromkeys([s.partition(" n/a: ")[2] for s in said] + [details["symbolic_batch"][5:]])
+        raise NotApplicable("; ".join(reasons))
     return details
 
 

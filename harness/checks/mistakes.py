@@ -201,6 +201,11 @@ HINTS: dict[str, Hint] = {h.id: h for h in (
          "shape or values",
          text="The layer fixes the batch size: hard-coded, or remembered from the first call (an attribute set "
               "once). Read it from the input's shape on every call (x.shape[0], or -1 in a reshape)."),
+    Hint("abstract_held_tensor", ("abstract",),
+         "the layer on the meta device (or under fake tensors) meets a real tensor on another device",
+         text="The layer computes with a tensor it holds outside its registered state (a cache or memo kept "
+              "from an earlier call, a plain tensor attribute), which stays where it was when the layer "
+              "moves: register it (register_buffer) or recompute it from the inputs on every call."),
     # --- export: what usually breaks each format, said after the framework's own error -------------------
     *(Hint(f"export_save:{fmt}", ("export",), f"saving as {fmt} raised", text=text) for fmt, text in (
         ("torch.export", "torch.export traces forward with example inputs: Python control flow on tensor values, "
