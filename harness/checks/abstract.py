@@ -128,7 +128,7 @@ def _symbolic(ctx, fn, layer, case, inputs, batched, n, axis, full, eager):
         raise CheckFailed(f"case {name!r}: the layer with a symbolic batch dimension (axis {axis}) raised "
                           f"{unexpected_error(exc)}" + (_why(exc, fixed=True) or ". " + hint("abstract_fixed_batch"))
                           ) from exc
-    problems = []
+    problems, same_batch = [], False
     for size, out, w in zip((n, 2 * n), got["outputs"], want):
         out = np.asarray(out)
         if list(out.shape) != list(w.shape):
@@ -140,6 +140,11 @@ def _symbolic(ctx, fn, layer, case, inputs, batched, n, axis, full, eager):
                                                           f"against the eager call")
         if diff:
             problems.append(diff)
+            same_batch = same_batch or size == n
+    if same_batch:  # wrong at the very batch it was traced with: not the batch, the trace
+        raise CheckFailed("; ".join(problems) + ": the traced program computes otherwise than the eager call at the "
+                                                "batch it was traced with (a Python side effect or state kept in "
+                                                "Python, baked into the program when it was traced)")
     if problems:
         raise CheckFailed("; ".join(problems) + ". " + hint("abstract_fixed_batch"))
     return f"{got['way']} agrees at batches of {n} and {2 * n}"
