@@ -27,7 +27,7 @@ from .optional import call_adapter
 _VALUE_READ = ("data-dependent", "DataDependent", "GuardOnDataDependent", "item()", ".item", "Cannot access data",
                "meta tensor", "TracerBoolConversionError", "ConcretizationTypeError", "TracerArrayConversionError",
                "TracerIntegerConversionError", "OperatorNotAllowedInGraphError", "numpy() is only available",
-               "symbolic tensor", "KerasTensor", "Cannot convert a symbolic", "asnumpy", "not allowed in Graph",
+               "Cannot convert a symbolic", "asnumpy", "not allowed in Graph",
                "__bool__", "__array__", "has no attribute 'numpy'", "Could not guard on data-dependent",
                "Expected a concrete", "Abstract tracer value")
 _FIXED = ("Constraints violated", "specialized", "specialization", "not a multiple", "inferred to be a constant",

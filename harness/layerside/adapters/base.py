@@ -365,3 +365,11 @@ class Adapter:
         from ``batches[0]``), run on each input list of ``batches``: {"way": words, "outputs": [numpy]}. Raise
         ``NotApplicable`` where the framework cannot hold the layer that way (saying why)."""
         raise NotImplementedError
+
+    @staticmethod
+    def _abstract_error(exc) -> str:
+        """What an abstract evaluation raised, in one line: the type and its message's lines (a Keras error's
+        first line only names the call), cut at 600 characters."""
+        text = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+        text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+        return text if len(text) <= 600 else text[:597] + "..."

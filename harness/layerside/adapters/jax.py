@@ -650,8 +650,7 @@ class FrameworkAdapter(Adapter):
             try:
                 out = run()
             except Exception as exc:
-                text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-                return [{"way": way, "error": f"{type(exc).__name__}: {text}" if text else type(exc).__name__}]
+                return [{"way": way, "error": self._abstract_error(exc)}]
         if not hasattr(out, "shape") or not hasattr(out, "dtype"):
             return [{"way": way, "error": f"a {type(out).__name__}, not an array"}]
         return [{"way": way, "shape": list(out.shape), "dtype": str(out.dtype)}]

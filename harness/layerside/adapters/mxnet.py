@@ -517,8 +517,7 @@ class FrameworkAdapter(Adapter):
             _, shapes, _ = out.infer_shape(**{k: a.shape for k, a in zip(names, arrays)})
             _, types, _ = out.infer_type(**{k: a.dtype for k, a in zip(names, arrays)})
         except Exception as exc:
-            text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            return [{"way": way, "error": f"{type(exc).__name__}: {text}" if text else type(exc).__name__}]
+            return [{"way": way, "error": self._abstract_error(exc)}]
         if not shapes or shapes[0] is None:
             return [{"way": way, "error": "no output shape inferred"}]
         return [{"way": way, "shape": [int(d) for d in shapes[0]], "dtype": np.dtype(types[0]).name}]

@@ -478,9 +478,7 @@ class FrameworkAdapter(Adapter):
             try:
                 out = run()
             except Exception as exc:
-                text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-                return ways.append({"way": way, "error": f"{type(exc).__name__}: {text}" if text
-                                    else type(exc).__name__})
+                return ways.append({"way": way, "error": self._abstract_error(exc)})
             if isinstance(out, (list, tuple)) and len(out) == 1 and not dtype:
                 out = out[0] if isinstance(out[0], (list, tuple)) else out
             shape = out if not dtype else getattr(out, "shape", None)

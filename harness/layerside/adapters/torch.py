@@ -524,8 +524,7 @@ class FrameworkAdapter(Adapter):
                 with torch.no_grad():
                     out = run()
             except Exception as exc:
-                return ways.append({"way": way, "error": f"{type(exc).__name__}: {str(exc).strip().splitlines()[0]}"
-                                    if str(exc).strip() else type(exc).__name__})
+                return ways.append({"way": way, "error": self._abstract_error(exc)})
             if not isinstance(out, torch.Tensor):
                 return ways.append({"way": way, "error": f"a {type(out).__name__}, not a tensor"})
             ways.append({"way": way, "shape": list(out.shape), "dtype": self.dtype_name(out)})
