@@ -117,8 +117,7 @@ def _batch_part(ctx, fn, layer, case, inputs, axis, full, dtype, eager):
 def _symbolic(ctx, fn, layer, case, inputs, batched, n, axis, full, eager):
     name = case.name
     bigger = _doubled(inputs, batched, axis)
-    want = [full, eager(bigger, f"eagerly on a batch of {2 * n}")[0]]
-    try:
+    try:  # before the eager call on the bigger batch: where the framework has no such program, nothing more runs
         got = call_adapter(ctx, "symbolic_batch", fn, layer, [inputs, bigger], batched, axis)
     except NotApplicable as exc:
         return f"n/a: {exc}"
@@ -128,6 +127,7 @@ def _symbolic(ctx, fn, layer, case, inputs, batched, n, axis, full, eager):
         raise CheckFailed(f"case {name!r}: the layer with a symbolic batch dimension (axis {axis}) raised "
                           f"{unexpected_error(exc)}" + (_why(exc, fixed=True) or ". " + hint("abstract_fixed_batch"))
                           ) from exc
+    want = [full, eager(bigger, f"eagerly on a batch of {2 * n}")[0]]
     problems, same_batch = [], False
     for size, out, w in zip((n, 2 * n), got["outputs"], want):
         out = np.asarray(out)

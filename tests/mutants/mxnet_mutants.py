@@ -132,8 +132,8 @@ class LoadIgnoresKeys(_RMSNorm):
 M = "tests.mutants.mxnet_mutants"
 MUTANTS = [
     Mutant("mxnet", "rmsnorm", f"{M}:GainAttributeParameter", "parameters",
-           "untracked attribute 'gain' (gluon.Parameter [8])", blocked=('batching', 'compiled', 'composition', 'device_parity', 'devices', 'export', 'gradients', 'properties', 'serialization', 'strict_loading', 'values')),
-    Mutant("mxnet", "rmsnorm", f"{M}:GainInList", "parameters", "untracked attribute 'weights[0]'", blocked=('batching', 'compiled', 'composition', 'device_parity', 'devices', 'export', 'gradients', 'properties', 'serialization', 'values')),
+           "untracked attribute 'gain' (gluon.Parameter [8])", blocked=('batching', 'compiled', 'composition', 'device_parity', 'devices', 'export', 'gradients', 'properties', 'serialization', 'strict_loading', 'values', 'abstract')),
+    Mutant("mxnet", "rmsnorm", f"{M}:GainInList", "parameters", "untracked attribute 'weights[0]'", blocked=('batching', 'compiled', 'composition', 'device_parity', 'devices', 'export', 'gradients', 'properties', 'serialization', 'values', 'abstract')),
     Mutant("mxnet", "rmsnorm", f"{M}:EpsOutsideSqrt", "values", "case 'edge_rows'", blocked=('gradients', 'properties')),
     # written by analogy with EpsOutsideSqrt (values blocks gradients and properties); MXNet has no vectorising
     # transform, so batching's per-example runs catch it

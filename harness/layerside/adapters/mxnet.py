@@ -511,11 +511,10 @@ class FrameworkAdapter(Adapter):
         way = "the HybridBlock's symbolic graph (infer_shape, infer_type)"
         try:
             out, names = self._symbolic(layer, len(arrays))
-        except NotApplicable as exc:
-            return [{"way": way, "na": str(exc)}]
-        try:
             _, shapes, _ = out.infer_shape(**{k: a.shape for k, a in zip(names, arrays)})
             _, types, _ = out.infer_type(**{k: a.dtype for k, a in zip(names, arrays)})
+        except NotApplicable as exc:
+            return [{"way": way, "na": str(exc)}]
         except Exception as exc:
             return [{"way": way, "error": self._abstract_error(exc)}]
         if not shapes or shapes[0] is None:
