@@ -143,7 +143,7 @@ MUTANTS = [
     Mutant("mxnet", "causal_mask", f"{M}:MaskPlainArray", "buffers", "held as a plain attribute 'mask' (NDArray [8, 8])", blocked=('compiled', 'devices', 'export', 'serialization')),
     Mutant("mxnet", "causal_mask", f"{M}:MaskNotAttribute", "buffers", "not in the saved state", blocked=('serialization',)),
     Mutant("mxnet", "round_ste", f"{M}:ste_reused_instance", "values",
-           "Each Function instance can only be called once", also=("devices", "batching"), blocked=('device_parity', 'gradients')),
+           "Each Function instance can only be called once", also=("devices", "batching", "abstract"), blocked=('device_parity', 'gradients')),
     Mutant("mxnet", "round_ste", f"{M}:ste_forward_called_directly", "gradients", "no custom backward rule ran"),
     Mutant("mxnet", "round_ste", f"{M}:STEDoubled", "gradients", "2x the expected"),
     # one slot: the file without it is empty, which Gluon 1.9.1 cannot read at all, so the extra key tells
