@@ -368,8 +368,10 @@ class Adapter:
 
     @staticmethod
     def _abstract_error(exc) -> str:
-        """What an abstract evaluation raised, in one line: the type and its message's lines (a Keras error's
-        first line only names the call), cut at 600 characters."""
-        text = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
-        text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-        return text if len(text) <= 600 else text[:597] + "..."
+        """What an abstract evaluation raised, in one line: the type, its message's lines (a Keras error's
+        first line only names the call), cut at 600 characters, and where in the user's code."""
+        from ...errors import unexpected_error
+        text = " ".join(line.strip() for line in unexpected_error(exc).splitlines() if line.strip())
+        cut = text.rfind(" (at ")
+        body, where = (text[:cut], text[cut:]) if cut > 0 and text.endswith(")") else (text, "")
+        return (body if len(body) <= 600 else body[:597] + "...") + where
