@@ -523,7 +523,7 @@ def opt_in(frameworks: list[str], rounds: int = 1, singles: bool = True) -> dict
 
 # the default checks of the axes beside torch's ModuleInfo, Keras and JAX (batching; abstract, layout,
 # construction and aliasing as they land): together at most 1.3x the default matrix without them
-NEW_AXES = ("batching", "layout", "aliasing", "construction")
+NEW_AXES = ("batching", "abstract", "layout", "aliasing", "construction")
 NEW_AXES_BOUND = 1.3
 
 

@@ -86,6 +86,8 @@ CATALOG: tuple[CheckSpec, ...] = (
     # derivatives block them (their comparisons are of outputs and gradients)
     CheckSpec("layout", "layout", prerequisites=("modes", "values", "gradients")),
     CheckSpec("aliasing", "aliasing", prerequisites=("modes", "values", "gradients")),
+    # the layer against itself: shapes and dtypes computed without data, and a program with a symbolic batch
+    CheckSpec("abstract", "abstract", prerequisites=("modes",)),
     CheckSpec("compiled", "compiled", alongside=True, prerequisites=("modes", "serialization")),
     CheckSpec("export", "export", fresh_process=True, alongside=True, prerequisites=("modes",)),
     # builds the layer the ways real code does (factory kwargs and meta-device initialisation in torch, build()

@@ -677,6 +677,12 @@ class Aliasing(_Section):
     not_applicable: str | None = None
 
 
+@dataclass(frozen=True)
+class Abstract(_Section):
+    # the symbolic batch is batching's axis, on the first of batching's cases (n/a where batching is)
+    not_applicable: str | None = None  # why the layer has no shape without data (an output shaped by values)
+
+
 # --- the Contract object -----------------------------------------------------
 # One typed accessor per section: checks read a contract through these, never through ``data``, which holds
 # the contract as read (for this module's rules, ``for_dtype`` and serialising).
@@ -782,6 +788,7 @@ class Contract:
     batching = property(lambda self: Batching.of(self.data.get("batching")))
     construction = property(lambda self: Construction.of(self.data.get("construction")))
     aliasing = property(lambda self: Aliasing.of(self.data.get("aliasing")))
+    abstract = property(lambda self: Abstract.of(self.data.get("abstract")))
 
     @property
     def native_gradients(self) -> tuple[set[str], set[str]]:
@@ -1348,6 +1355,7 @@ SECTION_RULES = {
     "batching": _rules_batching,
     "construction": _schema_only,
     "aliasing": _schema_only,
+    "abstract": _schema_only,
 }
 
 

@@ -72,6 +72,7 @@ _RULES = {
     "construction": lambda c, fw: (_function(c, "a function contract constructs no layer")
                                    or _spec_not_applicable(c.construction)),
     "aliasing": lambda c, fw: _spec_not_applicable(c.aliasing),
+    "abstract": lambda c, fw: _spec_not_applicable(c.abstract),
 }
 
 

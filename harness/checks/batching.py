@@ -20,6 +20,7 @@ from ..compare import describe_mismatch
 from ..dtypes import is_floating
 from ..record import NotApplicable
 from .base import CheckFailed, CheckSkipped, unexpected_error
+from .common import batch_of
 from .mistakes import hint
 from .optional import call_adapter
 
@@ -53,20 +54,6 @@ def _changed(a, j, k, axis):
     return out
 
 
-def _batch(inputs, axis):
-    """(which inputs carry the batch axis, its size) or (None, why not)."""
-    batched = [a.ndim > axis for a in inputs]
-    sizes = {a.shape[axis] for a, b in zip(inputs, batched) if b}
-    if not sizes:
-        return None, f"no input has an axis {axis}"
-    if len(sizes) > 1:
-        return None, f"the inputs' sizes along axis {axis} differ ({sorted(sizes)})"
-    n = sizes.pop()
-    if n < 2:
-        return None, f"a batch of {n} along axis {axis}"
-    return batched, n
-
-
 def check_batching(ctx):
     spec = ctx.contract.batching  # applicable: layer_conformance.checks.applicable
     axis, contract = spec.axis, ctx.contract
@@ -77,7 +64,7 @@ def check_batching(ctx):
     details, problems, unused, used = {}, [], {}, []
     for case in cases:
         inputs = ctx.case_inputs(case)
-        batched, n = _batch(inputs, axis)
+        batched, n = batch_of(inputs, axis)
         if batched is None:
             unused[case.name] = n
             continue

@@ -34,3 +34,17 @@ def untracked_for(untracked: dict, slot: str, shape) -> list[str]:
     if by_name:
         return by_name
     return [p for p, what in untracked.items() if what.endswith(str(list(shape)))]
+
+
+def batch_of(inputs, axis):
+    """(which inputs carry the batch axis, its size) or (None, why not)."""
+    batched = [a.ndim > axis for a in inputs]
+    sizes = {a.shape[axis] for a, b in zip(inputs, batched) if b}
+    if not sizes:
+        return None, f"no input has an axis {axis}"
+    if len(sizes) > 1:
+        return None, f"the inputs' sizes along axis {axis} differ ({sorted(sizes)})"
+    n = sizes.pop()
+    if n < 2:
+        return None, f"a batch of {n} along axis {axis}"
+    return batched, n

@@ -248,6 +248,28 @@ HINTS: dict[str, Hint] = {h.id: h for h in (
               "input, `x is y`) or saves inputs so that one tensor passed twice gets one gradient: return one "
               "gradient per argument position, each computed from that position's own input; the framework adds "
               "the two where one tensor fills both."),
+    # --- abstract: shapes without data, and a symbolic batch dimension ------------------------------------
+    Hint("abstract_output_shape", ("abstract",),
+         "the output's shape or dtype computed without data (compute_output_shape, a symbolic call, a fake or "
+         "meta tensor, eval_shape) differs from the eager output's, or computing it raises",
+         text="Make the abstract shape follow the real one: compute_output_shape (or compute_output_spec) must "
+              "give the shape and dtype that call returns, from the input shape alone, and every op of the call "
+              "must work on a tensor without values (no numpy, no host copies)."),
+    Hint("abstract_reads_value", ("abstract",),
+         "the layer raises without data with the framework's error for a value read",
+         text="The layer reads a tensor's value in Python in its forward (.item(), .numpy(), float(x), int(x), an "
+              "`if` on a tensor): a shape computed without data, or a traced program, has no value to read. Keep "
+              "it a tensor op (where, cond, a mask) and leave the decision to the framework."),
+    Hint("abstract_fixed_batch", ("abstract",),
+         "the program with a symbolic batch dimension cannot be built, or at another batch size gives a wrong "
+         "shape or values",
+         text="The layer fixes the batch size: hard-coded, or remembered from the first call (an attribute set "
+              "once). Read it from the input's shape on every call (x.shape[0], or -1 in a reshape)."),
+    Hint("abstract_held_tensor", ("abstract",),
+         "the layer on the meta device (or under fake tensors) meets a real tensor on another device",
+         text="The layer computes with a tensor it holds outside its registered state (a cache or memo kept "
+              "from an earlier call, a plain tensor attribute), which stays where it was when the layer "
+              "moves: register it (register_buffer) or recompute it from the inputs on every call."),
     # --- export: what usually breaks each format, said after the framework's own error -------------------
     *(Hint(f"export_save:{fmt}", ("export",), f"saving as {fmt} raised", text=text) for fmt, text in (
         ("torch.export", "torch.export traces forward with example inputs: Python control flow on tensor values, "

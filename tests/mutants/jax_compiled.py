@@ -39,6 +39,6 @@ class RMSNormArrayPath(nnx.Module):
 M = "tests.mutants.jax_compiled"
 MUTANTS = [
     Mutant("jax", "rmsnorm", f"{M}:RMSNormCallCounter", "compiled", "the layer has a Python side effect",
-           also=('export', 'values', 'batching'), blocked=('device_parity', 'gradients', 'native', 'properties')),
+           also=('export', 'values', 'batching', 'abstract'), blocked=('device_parity', 'gradients', 'native', 'properties')),
     Mutant("jax", "rmsnorm", f"{M}:RMSNormArrayPath", "compiled", "takes another path when its inputs are traced"),
 ]

@@ -391,10 +391,10 @@ MUTANTS = [
     Mutant("jax", "rmsnorm_bias", f"{M}:BiasRawArray", "parameters", "untracked attribute 'bias'", blocked=('compiled', 'composition', 'devices', 'export', 'gradients', 'serialization', 'strict_loading')),
     Mutant("jax", "rmsnorm_bias", f"{M}:BiasBeforeScale", "values", "case 'random': mismatched elements", blocked=('gradients',)),
     Mutant("jax", "dropout", f"{M}:DropoutTorchFlag", "modes", "in evaluation mode, switched on the enclosing container",
-           blocked=('batching', 'compiled', 'device_parity', 'export', 'gradients', 'native', 'values')),
+           blocked=('batching', 'compiled', 'device_parity', 'export', 'gradients', 'native', 'values', 'abstract')),
     Mutant("jax", "dropout", f"{M}:DropoutCallArgument", "modes",
            "in evaluation mode, switched on the enclosing container",
-           blocked=('batching', 'compiled', 'device_parity', 'export', 'gradients', 'native', 'values')),
+           blocked=('batching', 'compiled', 'device_parity', 'export', 'gradients', 'native', 'values', 'abstract')),
     # the key held as a plain array is the mistake (never advanced): the fresh-mask test is blocked by it
     Mutant("jax", "dropout", f"{M}:DropoutKeyOnce", "parameters", "untracked tensor attribute 'key'",
            blocked=('composition', 'devices', 'modes')),

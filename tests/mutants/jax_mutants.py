@@ -127,6 +127,19 @@ class BatchMeanSquare(nnx.Module):
         return self.gain[...] * X / jnp.sqrt((X ** 2).mean() + self.eps)
 
 
+class NaNGuardItem(nnx.Module):
+    """RMSNorm with a NaN guard read in Python: `if float(jnp.isnan(X).any())` needs the input's values, which a
+    shape computed without data (jax.eval_shape) or a traced program (jit, jax.export) does not have."""
+    def __init__(self, d, eps=1e-6):
+        self.gain = nnx.Param(jnp.ones(d))
+        self.eps = eps
+
+    def __call__(self, X):
+        if float(jnp.isnan(X).any()):
+            raise ValueError("NaN in the input")
+        return self.gain[...] * X / jnp.sqrt((X ** 2).mean(-1, keepdims=True) + self.eps)
+
+
 def sce_closes_over_labels(logits, labels):
     """Softmax cross-entropy whose custom_vjp is defined inside the call and closes over the labels (a batched
     value) instead of taking them as an argument: right under jax.vjp and jit, but under vmap the labels are
@@ -161,10 +174,12 @@ M = "tests.mutants.jax_mutants"
 MUTANTS = [
     Mutant("jax", "rmsnorm", f"{M}:GainRawArray", "parameters", "untracked attribute 'gain' (jax array [8])", blocked=('compiled', 'composition', 'devices', 'export', 'gradients', 'serialization')),
     Mutant("jax", "rmsnorm", f"{M}:GainInPlainList", "parameters", "Found data on value of type '<class 'list'>'",
-           blocked=('batching', 'compiled', 'composition', 'device_parity', 'devices', 'export', 'gradients', 'native', 'properties', 'serialization', 'strict_loading', 'values', 'construction')),
+           blocked=('batching', 'compiled', 'composition', 'device_parity', 'devices', 'export', 'gradients', 'native', 'properties', 'serialization', 'strict_loading', 'values', 'construction', 'abstract')),
     Mutant("jax", "rmsnorm", f"{M}:EpsOutsideSqrt", "values", "case 'edge_rows'", blocked=('gradients', 'native', 'properties')),
     Mutant("jax", "rmsnorm", f"{M}:WrongAxis", "values", "case 'random': mismatched elements", also=('batching',), blocked=('gradients', 'native', 'properties')),
     Mutant("jax", "rmsnorm", f"{M}:BatchMeanSquare", "batching", "changed when example 0 was perturbed", also=('values',), blocked=('gradients', 'native', 'properties')),
+    Mutant("jax", "rmsnorm", f"{M}:NaNGuardItem", "abstract", "reads a tensor's value in Python",
+           also=('batching', 'compiled')),
     Mutant("jax", "softmax_cross_entropy", f"{M}:sce_closes_over_labels", "batching", "closes over a value of the batch",
            also=('export',)),
     Mutant("jax", "causal_mask", f"{M}:MaskAsParam", "buffers", "is registered as trainable",

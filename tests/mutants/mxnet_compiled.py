@@ -56,6 +56,6 @@ class DropoutOp(nn.HybridBlock):
 M = "tests.mutants.mxnet_compiled"
 MUTANTS = [
     Mutant("mxnet", "rmsnorm", f"{M}:RMSNormAsnumpy", "compiled", "reads a tensor's value in Python",
-           also=('values', 'export', 'batching'), blocked=('gradients',)),
+           also=('values', 'export', 'batching', 'abstract'), blocked=('gradients',)),
     Mutant("mxnet", "dropout", f"{M}:DropoutPythonFlag", "compiled", "a flag such as the training mode"),
 ]

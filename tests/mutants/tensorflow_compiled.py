@@ -25,5 +25,5 @@ class RMSNormPythonBranch(keras.layers.Layer):
 M = "tests.mutants.tensorflow_compiled"
 MUTANTS = [
     Mutant("tensorflow", "rmsnorm", f"{M}:RMSNormPythonBranch", "compiled",
-           "reads a tensor's value in Python", also=('composition', 'export', 'batching')),
+           "reads a tensor's value in Python", also=('composition', 'export', 'batching', 'abstract')),
 ]

@@ -138,7 +138,7 @@ MUTANTS = [
     Mutant("tensorflow", "rmsnorm", "tests.mutants.tensorflow_export:ConfigWithoutArguments", "export",
            "get_config() must return every constructor argument"),
     Mutant("tensorflow", "rmsnorm", "tests.mutants.tensorflow_export:NumpyNaNGuard", "export",
-           "numpy calls inside call() do not trace", also=('compiled', 'batching')),
+           "numpy calls inside call() do not trace", also=('compiled', 'batching', 'abstract')),
     Mutant("tensorflow", "rmsnorm", "tests.mutants.tensorflow_export:ConfigWithoutEps", "export",
            "a constructor argument left out of get_config()"),
     Mutant("tensorflow", "rmsnorm", "tests.mutants.tensorflow_export:BuildChecksTuple", "export",

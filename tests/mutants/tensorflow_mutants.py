@@ -215,6 +215,24 @@ class BatchMeanSquare(keras.layers.Layer):
         return self.gain * X * tf.math.rsqrt(tf.reduce_mean(X ** 2) + self.eps)
 
 
+class WrongOutputShape(keras.layers.Layer):
+    """RMSNorm whose compute_output_shape says one value per row (the mean square's shape, [batch, 1]) where the
+    call returns the input's shape: right eagerly, wrong wherever Keras asks for the shape without data (a
+    functional model, a symbolic call)."""
+    def __init__(self, eps=1e-6, **kwargs):
+        super().__init__(**kwargs)
+        self.eps = eps
+
+    def build(self, X_shape):
+        self.gain = self.add_weight(name="gain", shape=[X_shape[-1]], initializer="ones")
+
+    def call(self, X):
+        return self.gain * X * tf.math.rsqrt(tf.reduce_mean(X ** 2, axis=-1, keepdims=True) + self.eps)
+
+    def compute_output_shape(self, X_shape):
+        return (*X_shape[:-1], 1)
+
+
 class TracedMemo(keras.layers.Layer):
     """RMSNorm that memoizes its inverse RMS by input shape in a Python dict whenever it is traced (a 'graph
     cache'): eager calls recompute; a later trace of the same shape reuses a tensor of an earlier graph."""
@@ -266,7 +284,7 @@ MUTANTS = [
            "non-trainable slot 'mask' is missing from the layer's state", blocked=('compiled', 'export', 'serialization')),
     Mutant("tensorflow", "rmsnorm", f"{M}:GainInList", "parameters", "untracked attribute 'gains[0]'", blocked=('compiled', 'composition', 'devices', 'export', 'gradients', 'serialization')),
     Mutant("tensorflow", "rmsnorm", f"{M}:GainInCall", "parameters",
-           "All state must be created in the `__init__()` method or in the `build()` method", blocked=('batching', 'compiled', 'composition', 'device_parity', 'devices', 'export', 'gradients', 'native', 'properties', 'serialization', 'strict_loading', 'values', 'construction')),
+           "All state must be created in the `__init__()` method or in the `build()` method", blocked=('batching', 'compiled', 'composition', 'device_parity', 'devices', 'export', 'gradients', 'native', 'properties', 'serialization', 'strict_loading', 'values', 'construction', 'abstract')),
     Mutant("tensorflow", "rmsnorm", f"{M}:EpsOutsideSqrt", "values", "case 'edge_rows'", also=('compiled',), blocked=('gradients', 'native', 'properties')),
     Mutant("tensorflow", "rmsnorm", f"{M}:WrongAxis", "values", "case 'random': mismatched elements", also=('batching',), blocked=('gradients', 'native', 'properties')),
     Mutant("tensorflow", "causal_mask", f"{M}:MaskTrainable", "buffers", "is registered as trainable", blocked=('parameters',)),
@@ -274,12 +292,14 @@ MUTANTS = [
     Mutant("tensorflow", "causal_mask", f"{M}:MaskPlainTensor", "buffers", "held as a plain attribute 'mask'", blocked=('compiled', 'devices', 'export', 'serialization')),
     Mutant("tensorflow", "round_ste", f"{M}:round_ste_undecorated", "gradients", "no gradient reached 'w'"),
     Mutant("tensorflow", "round_ste", f"{M}:ste_reads_variable", "values",
-           "TypeError: @tf.custom_gradient grad_fn must accept keyword argument 'variables'", also=('batching', 'compiled', 'devices', 'export'), blocked=('device_parity', 'gradients')),
+           "TypeError: @tf.custom_gradient grad_fn must accept keyword argument 'variables'", also=('batching', 'compiled', 'devices', 'export', 'abstract'), blocked=('device_parity', 'gradients')),
     Mutant("tensorflow", "round_ste", f"{M}:ste_doubled", "gradients", "2x the expected"),
     Mutant("tensorflow", "rmsnorm", f"{M}:BatchMeanSquare", "batching", "changed when example 0 was perturbed",
            also=('values',), blocked=('gradients', 'native', 'properties')),
     Mutant("tensorflow", "rmsnorm", f"{M}:TracedMemo", "batching", "keeps state between calls",
            also=('composition', 'export')),
+    Mutant("tensorflow", "rmsnorm", f"{M}:WrongOutputShape", "abstract", "compute_output_shape gives an output of shape",
+           also=('composition',)),
     Mutant("tensorflow", "rmsnorm", f"{M}:GainPinnedToCPU0", "devices", "'gain' on CPU:0"),
     Mutant("tensorflow", "rmsnorm", f"{M}:SetWeightsWhatFits", "strict_loading",
            "a saved state without slot 'gain' loaded strictly without an error: the layer's load ignores missing keys"),

@@ -86,7 +86,7 @@ MUTANTS = [
            "state_dict: case 'random': loaded in a fresh process, the layer is not bit-equal",
            also=('serialization', 'values'), blocked=('compiled', 'native', 'properties')),
     Mutant("torch", "rmsnorm", "tests.mutants.torch_export:NaNGuard", "export",
-           "Python control flow on tensor values", also=('devices', 'batching')),
+           "Python control flow on tensor values", also=('devices', 'batching', 'abstract')),
     Mutant("torch", "rmsnorm", "tests.mutants.torch_export:KeysRenamedOnSave", "export",
            "does not take the saved state", also=('serialization', 'strict_loading')),
     Mutant("torch", "rmsnorm", "tests.mutants.torch_export:EpsOnTheClass", "export",

@@ -202,6 +202,39 @@ class InferenceMemo(nn.Module):
         return self.gain * X * self._memo[key]
 
 
+class BatchFromFirstCall(nn.Module):
+    """RMSNorm that remembers the batch size of its first call and takes a 'fast path' (the rows as one
+    matrix) for batches of that size: right eagerly at every size, but a program traced with a symbolic batch
+    is specialised to the remembered size (torch.export with Dim("batch") refuses it)."""
+    def __init__(self, d, eps=1e-6):
+        super().__init__()
+        self.gain = nn.Parameter(torch.ones(d))
+        self.eps = eps
+        self._batch = None
+
+    def forward(self, X):
+        if self._batch is None:
+            self._batch = X.shape[0]
+        if X.shape[0] == self._batch:
+            rows = X.reshape(-1, X.shape[-1])
+            return (self.gain * rows * rows.pow(2).mean(-1, keepdim=True).add(self.eps).rsqrt()).reshape(X.shape)
+        return self.gain * X * X.pow(2).mean(-1, keepdim=True).add(self.eps).rsqrt()
+
+
+class BatchAsPythonInt(nn.Module):
+    """RMSNorm that counts its rows with a tensor op and reads the count back with int() (a host sync) to
+    reshape: right eagerly, but without data (a fake or meta tensor, a traced program) there is no count."""
+    def __init__(self, d, eps=1e-6):
+        super().__init__()
+        self.gain = nn.Parameter(torch.ones(d))
+        self.eps = eps
+
+    def forward(self, X):
+        n = int(torch.count_nonzero(X.new_ones(X.shape[:-1])))
+        rows = X.reshape(n, X.shape[-1])
+        return (self.gain * rows * rows.pow(2).mean(-1, keepdim=True).add(self.eps).rsqrt()).reshape(X.shape)
+
+
 class ScaledTanhBatchMeanGrad(torch.autograd.Function):
     """scaled_tanh written for torch.func (setup_context, generate_vmap_rule) whose backward averages the
     upstream gradient over the batch axis ("smoother"): every example's gradient takes in every other's.
@@ -334,16 +367,19 @@ class LinearGradsById(torch.autograd.Function):
 
 M = "tests.mutants.torch_mutants"
 MUTANTS = [
-    Mutant("torch", "rmsnorm", f"{M}:GainPlainTensor", "parameters", "untracked attribute 'gain'", blocked=('compiled', 'composition', 'devices', 'export', 'gradients', 'serialization')),
-    Mutant("torch", "rmsnorm", f"{M}:GainInList", "parameters", "untracked attribute 'weights[0]'", blocked=('compiled', 'composition', 'devices', 'export', 'gradients', 'serialization')),
+    Mutant("torch", "rmsnorm", f"{M}:GainPlainTensor", "parameters", "untracked attribute 'gain'", blocked=('compiled', 'composition', 'devices', 'export', 'gradients', 'serialization', 'abstract')),
+    Mutant("torch", "rmsnorm", f"{M}:GainInList", "parameters", "untracked attribute 'weights[0]'", blocked=('compiled', 'composition', 'devices', 'export', 'gradients', 'serialization', 'abstract')),
     Mutant("torch", "rmsnorm", f"{M}:EpsOutsideSqrt", "values", "case 'edge_rows'", blocked=('gradients', 'native', 'properties')),
     Mutant("torch", "rmsnorm", f"{M}:WrongAxis", "values", "case 'random': mismatched elements", also=('batching',), blocked=('gradients', 'native', 'properties')),
     Mutant("torch", "rmsnorm", f"{M}:BatchMeanSquare", "batching", "changed when example 0 was perturbed", also=('values',), blocked=('gradients', 'native', 'properties')),
-    Mutant("torch", "rmsnorm", f"{M}:InferenceMemo", "batching", "keeps Python state between calls"),
+    Mutant("torch", "rmsnorm", f"{M}:InferenceMemo", "batching", "keeps Python state between calls", also=('abstract',)),
+    Mutant("torch", "rmsnorm", f"{M}:BatchFromFirstCall", "abstract", "remembered from the first call"),
+    Mutant("torch", "rmsnorm", f"{M}:BatchAsPythonInt", "abstract", "reads a tensor's value in Python",
+           also=('batching', 'compiled', 'devices', 'export')),
     Mutant("torch", "scaled_tanh", f"{M}:ScaledTanhBatchMeanGrad", "batching", "the custom gradient rule mixes examples",
            also=('gradients',)),
     Mutant("torch", "causal_mask", f"{M}:MaskAsParameter", "buffers", "is registered as trainable", blocked=('parameters',)),
-    Mutant("torch", "causal_mask", f"{M}:MaskPlainAttribute", "buffers", "held as a plain attribute 'mask'", blocked=('compiled', 'devices', 'export', 'serialization')),
+    Mutant("torch", "causal_mask", f"{M}:MaskPlainAttribute", "buffers", "held as a plain attribute 'mask'", blocked=('compiled', 'devices', 'export', 'serialization', 'abstract')),
     Mutant("torch", "causal_mask", f"{M}:MaskNotPersistent", "buffers", "not in the saved state", blocked=('serialization',)),
     Mutant("torch", "causal_mask", f"{M}:MaskEveryCall", "buffers", "non-trainable slot 'mask' is missing from the "
            "layer's state", blocked=('compiled', 'export', 'serialization')),

@@ -401,3 +401,25 @@ class Adapter:
         None}. Raises NotApplicable where no way applies to the layer."""
         raise NotImplementedError
 
+    # -- shapes without data (the ``abstract`` check) ---------------------------------------
+    def abstract_outputs(self, fn, layer, inputs: list) -> list[dict]:
+        """The output's shape and dtype computed without data, in evaluation mode, once per way the framework
+        has: [{"way": words, "shape": [int], "dtype": name as ``dtype_name``}, or with "error": what it raised
+        (the layer's failure), or with "na": why this way cannot run here]."""
+        raise NotImplementedError
+
+    def symbolic_batch(self, fn, layer, batches: list, batched: list, axis: int) -> dict:
+        """One program with the batch axis ``axis`` of the ``batched`` inputs symbolic (traced or exported once,
+        from ``batches[0]``), run on each input list of ``batches``: {"way": words, "outputs": [numpy]}. Raise
+        ``NotApplicable`` where the framework cannot hold the layer that way (saying why)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def _abstract_error(exc) -> str:
+        """What an abstract evaluation raised, in one line: the type, its message's lines (a Keras error's
+        first line only names the call), cut at 600 characters, and where in the user's code."""
+        from ...errors import unexpected_error
+        text = " ".join(line.strip() for line in unexpected_error(exc).splitlines() if line.strip())
+        cut = text.rfind(" (at ")
+        body, where = (text[:cut], text[cut:]) if cut > 0 and text.endswith(")") else (text, "")
+        return (body if len(body) <= 600 else body[:597] + "...") + where

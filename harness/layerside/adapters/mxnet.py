@@ -573,6 +573,53 @@ class FrameworkAdapter(Adapter):
                              "call infer them (infer_shape in hybrid_forward), with its initializer in params.get")
         return [{"part": part, "problems": problems, "hint": None}]
 
+    # -- shapes without data (the ``abstract`` check) ----------------------------------------------
+    def _symbolic(self, layer, n):
+        """The HybridBlock's graph on ``n`` input variables (x0, x1, ...), or NotApplicable."""
+        if layer is None:
+            raise NotApplicable("an MXNet function runs imperatively on NDArrays: only a HybridBlock's "
+                                "hybrid_forward builds a symbolic graph to infer shapes from")
+        if not isinstance(layer, gluon.HybridBlock):
+            raise NotApplicable(f"{type(layer).__name__} is a gluon Block, not a HybridBlock: only a HybridBlock's "
+                                f"hybrid_forward builds a symbolic graph to infer shapes from")
+        names = [f"x{i}" for i in range(n)]
+        with autograd.predict_mode():
+            out = layer(*[mx.sym.var(name) for name in names])
+        if isinstance(out, (list, tuple)):
+            raise TypeError(f"the symbolic call gives {len(out)} outputs, the layer one")
+        return out, names
+
+    def abstract_outputs(self, fn, layer, inputs):
+        arrays = [np.asarray(a) for a in inputs]
+        way = "the HybridBlock's symbolic graph (infer_shape, infer_type)"
+        try:
+            out, names = self._symbolic(layer, len(arrays))
+            _, shapes, _ = out.infer_shape(**{k: a.shape for k, a in zip(names, arrays)})
+            _, types, _ = out.infer_type(**{k: a.dtype for k, a in zip(names, arrays)})
+        except NotApplicable as exc:
+            return [{"way": way, "na": str(exc)}]
+        except Exception as exc:
+            return [{"way": way, "error": self._abstract_error(exc)}]
+        if not shapes or shapes[0] is None:
+            return [{"way": way, "error": "no output shape inferred"}]
+        return [{"way": way, "shape": [int(d) for d in shapes[0]], "dtype": np.dtype(types[0]).name}]
+
+    def symbolic_batch(self, fn, layer, batches, batched, axis):
+        out, names = self._symbolic(layer, len(batches[0]))
+        params = {p.name: p.data(p.list_ctx()[0]) for p in layer.collect_params().values()}
+        args = set(out.list_arguments())
+        aux = out.list_auxiliary_states()
+        outs = []
+        for xs in batches:  # one graph, bound at each batch size
+            given = {**{k: v for k, v in params.items() if k in args},
+                     **{k: _array(a, mx.cpu(0)) for k, a in zip(names, xs)}}
+            bound = out.bind(mx.cpu(0), args=given, aux_states={k: params[k] for k in aux}, grad_req="null")
+            outs.append(bound.forward(is_train=False)[0].asnumpy())
+        return {"way": f"the HybridBlock's symbolic graph bound at each batch size (axis {axis})", "outputs": outs}
+
+
+
+
 class _Hybridized:
     """The layer after ``hybridize()``; ``traces`` counts hybrid_forward runs on Symbols (graph
     construction), wrapped on the instance so that the class is left alone."""
