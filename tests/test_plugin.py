@@ -36,9 +36,11 @@ def test_user_layer_outside_the_repo(user_pkg):
     assert outcomes["values"] == "passed" and outcomes["native"] == "passed"
     assert {r.impl for r in doc["results"]} == {"mypkg.layers:RMSNorm"}
     # every check's wall time is written (the report shows it)
-    # (a check the contract never asks for is no item: its n/a record has no time)
+    # (a check the contract never asks for is no item: its n/a record has no time; a check that ran and found
+    # itself n/a, such as construction on a layer without factory keywords or reset_parameters, has its time)
     assert all(isinstance(r.duration, float) and r.duration > 0 for r in doc["results"] if r.status() != "n/a")
-    assert all(r.duration is None for r in doc["results"] if r.status() == "n/a" and not r.details)
+    assert any(r.status() == "n/a" and r.duration is None for r in doc["results"])
+    assert all(r.duration is None or r.duration > 0 for r in doc["results"])
 
 
 @requires_torch
