@@ -21,7 +21,7 @@ from ..record import NotApplicable
 from .base import CheckFailed, CheckSkipped, unexpected_error
 from .common import batch_of
 from .mistakes import hint
-from .optional import call_adapter
+from .optional import adapter_part, call_adapter
 
 # the frameworks' words for a value read where there is none (a fake, meta or symbolic tensor, a tracer)
 _VALUE_READ = ("data-dependent", "DataDependent", "GuardOnDataDependent", "item()", ".item", "Cannot access data",
@@ -117,16 +117,13 @@ def _batch_part(ctx, fn, layer, case, inputs, axis, full, dtype, eager):
 def _symbolic(ctx, fn, layer, case, inputs, batched, n, axis, full, eager):
     name = case.name
     bigger = _doubled(inputs, batched, axis)
-    try:  # before the eager call on the bigger batch: where the framework has no such program, nothing more runs
-        got = call_adapter(ctx, "symbolic_batch", fn, layer, [inputs, bigger], batched, axis)
-    except NotApplicable as exc:
-        return f"n/a: {exc}"
-    except CheckSkipped as exc:
-        return f"not run: {exc.reason}"
-    except Exception as exc:
-        raise CheckFailed(f"case {name!r}: the layer with a symbolic batch dimension (axis {axis}) raised "
-                          f"{unexpected_error(exc)}" + (_why(exc, fixed=True) or ". " + hint("abstract_fixed_batch"))
-                          ) from exc
+    # before the eager call on the bigger batch: where the framework has no such program, nothing more runs
+    got, not_run = adapter_part(
+        ctx, "symbolic_batch", fn, layer, [inputs, bigger], batched, axis,
+        failed=lambda exc: f"case {name!r}: the layer with a symbolic batch dimension (axis {axis}) raised "
+                           f"{unexpected_error(exc)}" + (_why(exc, fixed=True) or ". " + hint("abstract_fixed_batch")))
+    if not_run:
+        return not_run
     want = [full, eager(bigger, f"eagerly on a batch of {2 * n}")[0]]
     problems, same_batch = [], False
     for size, out, w in zip((n, 2 * n), got["outputs"], want):

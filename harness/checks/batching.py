@@ -19,10 +19,10 @@ from .. import inputs as inputs_mod
 from ..compare import describe_mismatch
 from ..dtypes import is_floating
 from ..record import NotApplicable
-from .base import CheckFailed, CheckSkipped, unexpected_error
+from .base import CheckFailed, unexpected_error
 from .common import batch_of
 from .mistakes import hint
-from .optional import call_adapter
+from .optional import adapter_part
 
 
 def _value_read(ctx, exc) -> str:
@@ -149,18 +149,14 @@ def _vectorised(ctx, spec, layer, fn, case, inputs, batched, n, state):
     outs = []
     # the second call on the batch permuted: a value kept from the first call (a cache, a counter) shows
     for call, xs in (("first", inputs), ("second", permuted)):
-        try:
-            out = call_adapter(ctx, "vmap_call", fn, layer, xs, in_axes, axis, required)
-        except NotApplicable as exc:
-            return f"n/a: {exc}"
-        except CheckSkipped as exc:
-            return f"not run: {exc.reason}"
-        except Exception as exc:
-            what = "" if call == "first" else " a second time (the first call passed: the layer keeps state " \
-                                              "between calls that the transform cannot hold)"
-            why = _value_read(ctx, exc) or (". " + hint("batching_python_state") if call == "second" else "")
-            raise CheckFailed(f"case {name!r}: the layer under the framework's vectorising transform{what} raised "
-                              f"{unexpected_error(exc)}{why}") from exc
+        what = "" if call == "first" else " a second time (the first call passed: the layer keeps state " \
+                                          "between calls that the transform cannot hold)"
+        why = (lambda exc: _value_read(ctx, exc) or (". " + hint("batching_python_state") if call == "second" else ""))
+        out, not_run = adapter_part(ctx, "vmap_call", fn, layer, xs, in_axes, axis, required,
+                                    failed=lambda exc: f"case {name!r}: the layer under the framework's vectorising "
+                                                       f"transform{what} raised {unexpected_error(exc)}{why(exc)}")
+        if not_run:
+            return not_run
         outs.append(ctx.output_numpy(out, f"the vectorised output on case {name!r}"))
     diff = describe_mismatch(outs[0], full, rtol, atol, what=f"case {name!r}: the vectorised output against the "
                                                              f"plain batch's")
@@ -190,15 +186,11 @@ def _vectorised_gradients(ctx, fn, case, inputs, in_axes, axis, required, proble
     rng = inputs_mod.rng_for(ctx.seed, ctx.contract.name, "batching")
     ct = rng.standard_normal(full.shape).astype(full.dtype)
     _, plain, _ = ctx.adapter.vjp(fn, None, inputs, wrt, ct)
-    try:
-        got = call_adapter(ctx, "vmap_vjp", fn, inputs, in_axes, axis, wrt, ct, required)
-    except NotApplicable as exc:
-        return f"outputs agree; gradients n/a: {exc}"
-    except CheckSkipped as exc:
-        return f"outputs agree; gradients not run: {exc.reason}"
-    except Exception as exc:
-        raise CheckFailed(f"case {name!r}: the gradient under the framework's vectorising transform raised "
-                          f"{unexpected_error(exc)}{_value_read(ctx, exc)}") from exc
+    got, not_run = adapter_part(ctx, "vmap_vjp", fn, inputs, in_axes, axis, wrt, ct, required,
+                                failed=lambda exc: f"case {name!r}: the gradient under the framework's vectorising "
+                                                   f"transform raised {unexpected_error(exc)}{_value_read(ctx, exc)}")
+    if not_run:
+        return f"outputs agree; gradients {not_run}"
     said = []
     for way, short, grads in (("the gradient of the vectorised function", "grad of vmap", got["grad_of_vmap"]),
                               ("the vectorised gradient", "vmap of grad", got["vmap_of_grad"])):

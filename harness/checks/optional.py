@@ -5,7 +5,8 @@ A skip here is honest: it names the framework and the method, and never reads as
 from __future__ import annotations
 
 from ..errors import raised_in_adapter
-from .base import CheckSkipped
+from ..record import NotApplicable
+from .base import CheckFailed, CheckSkipped
 
 
 def _not_yet(ctx, method: str) -> CheckSkipped:
@@ -34,6 +35,20 @@ def call_adapter(ctx, method: str, *args, **kwargs):
         if getattr(exc, "in_adapter", False) or (isinstance(exc, NotImplementedError) and _adapters_own(ctx, method, exc)):
             raise _not_yet(ctx, method) from exc
         raise
+
+
+def adapter_part(ctx, method: str, *args, failed):
+    """One part of a check through an adapter method: ``(result, None)``, or ``(None, words)`` for a part that did
+    not run: "n/a: why" where the framework has no such mechanism, "not run: why" where it was skipped. Any other
+    exception is the layer's: CheckFailed with ``failed(exc)``'s words."""
+    try:
+        return call_adapter(ctx, method, *args), None
+    except NotApplicable as exc:
+        return None, f"n/a: {exc}"
+    except CheckSkipped as exc:
+        return None, f"not run: {exc.reason}"
+    except Exception as exc:
+        raise CheckFailed(failed(exc)) from exc
 
 
 def _adapters_own(ctx, method, exc) -> bool:

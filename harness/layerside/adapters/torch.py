@@ -215,6 +215,13 @@ class FrameworkAdapter(Adapter):
             if i in wrt:
                 t = t.detach().clone().requires_grad_(True)
             args.append(t)
+        return self._backward_through(fn, layer, args, wrt, cotangent,
+                                      lambda out: self.tensor(cotangent).to(dtype=out.dtype, device=out.device))
+
+    def _backward_through(self, fn, layer, args, wrt, cotangent, seed):
+        """``fn(*args)`` in evaluation mode, then backward from ``seed(out)`` (unless there is no cotangent or
+        nothing to differentiate): the output, the gradients of the inputs in ``wrt`` and of every parameter and
+        buffer, detached."""
         state = {}
         if isinstance(layer, torch.nn.Module):
             layer.train(False)
@@ -223,15 +230,12 @@ class FrameworkAdapter(Adapter):
         out = fn(*args)
         if not isinstance(out, torch.Tensor):
             raise TypeError(f"the output is a {type(out).__name__}, not a torch.Tensor")
-        if not out.requires_grad:
-            input_grads = [None] * len(inputs)
-        else:
-            ct = self.tensor(cotangent).to(dtype=out.dtype, device=out.device)
-            (out * ct).sum().backward()
-            input_grads = [args[i].grad if i in wrt else None for i in range(len(inputs))]
-        state_grads = {k: v.grad for k, v in state.items()}
+        input_grads = [None] * len(args)
+        if out.requires_grad and cotangent is not None:
+            torch.autograd.backward(out, seed(out))
+            input_grads = [args[i].grad if i in wrt else None for i in range(len(args))]
         conv = lambda g: None if g is None else g.detach()
-        return out.detach(), [conv(g) for g in input_grads], {k: conv(g) for k, g in state_grads.items()}
+        return out.detach(), [conv(g) for g in input_grads], {k: conv(v.grad) for k, v in state.items()}
 
     def custom_rule_recorded(self, fn, inputs, wrt):
         from torch.autograd.function import BackwardCFunction  # the node a Function's apply records
@@ -380,24 +384,9 @@ class FrameworkAdapter(Adapter):
         return t.detach()
 
     def layout_vjp(self, fn, layer, inputs, wrt, cotangent, layout):
-        args = [self._laid_out(a, layout).requires_grad_(i in wrt)
-                for i, a in enumerate(inputs)]
-        state = {}
-        if isinstance(layer, torch.nn.Module):
-            layer.train(False)
-            layer.zero_grad(set_to_none=True)
-            state = {**self.non_trainable(layer), **self.trainable(layer)}
-        out = fn(*args)
-        if not isinstance(out, torch.Tensor):
-            raise TypeError(f"the output is a {type(out).__name__}, not a torch.Tensor")
-        input_grads = [None] * len(inputs)
-        if out.requires_grad and cotangent is not None:
-            ct = self._laid_out(np.asarray(cotangent), layout).to(dtype=out.dtype)
-            torch.autograd.backward(out, ct)
-            input_grads = [args[i].grad if i in wrt else None for i in range(len(inputs))]
-        conv = lambda g: None if g is None else g.detach()
-        return (out.detach(), [conv(g) for g in input_grads],
-                {k: conv(v.grad) for k, v in state.items()})
+        args = [self._laid_out(a, layout).requires_grad_(i in wrt) for i, a in enumerate(inputs)]
+        return self._backward_through(fn, layer, args, wrt, cotangent,
+                                      lambda out: self._laid_out(np.asarray(cotangent), layout).to(dtype=out.dtype))
 
     def input_changes(self, fn, layer, inputs, wrt, cotangent):
         leaves = [self.tensor(a).clone().requires_grad_(i in wrt) for i, a in enumerate(inputs)]
