@@ -32,6 +32,26 @@ def test_a_declared_in_place_layer_passes_and_one_that_is_not_in_place_fails(ses
     assert "no input's version counter moved" in got["aliasing"]["message"], got["aliasing"]["message"]
 
 
+@pytest.mark.skipif(not installed("torch"), reason="torch is not installed here")
+def test_a_declared_in_place_layer_has_its_gradients_judged_on_the_run_that_writes(sessions, tmp_path):
+    """A layer that returns its input written in place (marked dirty) passes values and gradients (taken on a copy
+    of the leaf, which may be written into); one whose backward reads the overwritten input fails gradients, and
+    aliasing, which finds its gradient wrong too, is blocked by it, keeping what it saw."""
+    contract = _in_place_contract(tmp_path)
+    right = check_all(contract, "tests.mutants.torch_mutants:ScaledTanhWrittenInPlace", "torch",
+                      session=sessions("torch"), checks=["values", "gradients", "aliasing"])
+    assert {c: r["outcome"] for c, r in right.items()} == dict.fromkeys(right, "passed"), right
+    assert "gradients agree" in str(right["aliasing"]["details"]), right["aliasing"]
+    wrong = check_all(contract, "tests.mutants.torch_mutants:ScaledTanhInPlaceReadsOverwritten", "torch",
+                      session=sessions("torch"), checks=["values", "gradients", "aliasing"])
+    assert wrong["values"]["outcome"] == "passed", wrong["values"]
+    assert wrong["gradients"]["outcome"] == "failed", wrong["gradients"]
+    alias = wrong["aliasing"]
+    assert alias["outcome"] == "blocked" and alias["blocked_by"] == "gradients", alias
+    assert "the gradient of input 'x' with the input written in place" in alias["details"]["symptom"], alias
+    assert "reads what the forward overwrote" in alias["details"]["symptom"], alias
+
+
 @pytest.mark.skipif(not installed("jax"), reason="jax is not installed here")
 def test_without_strides_or_mutable_arrays_both_checks_are_not_applicable_with_their_reasons(sessions):
     contract = load_contract(bundled_contracts()["rmsnorm"])

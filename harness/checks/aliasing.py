@@ -21,6 +21,7 @@ from .. import inputs as inputs_mod
 from ..compare import describe_mismatch
 from ..dtypes import is_floating
 from ..record import NotApplicable
+from ..reference_run import reference
 from .base import CheckFailed, CheckSkipped, unexpected_error
 from .mistakes import hint
 from .optional import call_adapter
@@ -100,7 +101,7 @@ def _unchanged(ctx, problems, hints):
     case = contract.cases[0]
     inputs = ctx.case_inputs(case)
     names, idx, _ = contract.differentiated(case)
-    layer, _, _ = ctx.layer_at(inputs_mod.test_state(contract))
+    layer, state, _ = ctx.layer_at(inputs_mod.test_state(contract))
     fn = ctx.callable(layer)
     plain = ctx.output_numpy(ctx.run(layer, inputs), f"the output on case {case.name!r}")
     rng = inputs_mod.rng_for(ctx.seed, contract.name, "aliasing-inputs")
@@ -141,7 +142,33 @@ def _unchanged(ctx, problems, hints):
                                                           f"in place against the one on a fresh input")
     if diff:
         problems.append(diff)
-    return "in place, as declared"
+    return "in place, as declared" + _in_place_gradients(ctx, case, inputs, state, idx, names, ct, seen, problems)
+
+
+def _in_place_gradients(ctx, case, inputs, state, idx, names, ct, seen, problems) -> str:
+    """The gradients of the run that wrote in place against the reference VJP (the layer's meaning, out of
+    place): a backward that reads a saved tensor the forward overwrote shows here."""
+    grads = seen["input_grads"]
+    if ct is None or not any(grads[i] is not None for i in idx):
+        return ""
+    _, _, ref_vjp = reference(ctx.contract)
+    if ref_vjp is None:
+        return "; its gradients not compared: the reference has no vjp"
+    ref = ref_vjp(ct, *[a.astype(np.float64) if is_floating(a.dtype) else a for a in inputs],
+                  **{**ctx.contract.constructor, **state})
+    for i in idx:
+        if grads[i] is None:
+            problems.append(f"case {case.name!r}: written in place, input {names[i]!r} gets no gradient")
+            continue
+        got = ctx.output_numpy(grads[i], "a gradient")
+        rtol, atol = ctx.tolerance("gradients", str(got.dtype))
+        diff = describe_mismatch(got, np.asarray(ref[names[i]]).astype(got.dtype), rtol, atol,
+                                 what=f"case {case.name!r}: the gradient of input {names[i]!r} with the input "
+                                      f"written in place against the reference's")
+        if diff:
+            problems.append(diff + ": the backward reads what the forward overwrote (a tensor saved before "
+                                   "the in-place write, or the input itself)")
+    return "; its gradients agree with the reference's"
 
 
 def check_aliasing(ctx):

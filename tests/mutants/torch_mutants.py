@@ -346,6 +346,39 @@ class ScaledTanhInPlace(torch.autograd.Function):
         return grad_output * (1 - y * y) * 0.5
 
 
+class ScaledTanhWrittenInPlace(torch.autograd.Function):
+    """scaled_tanh written into its input on purpose, as a contract with aliasing: {in_place: true} declares:
+    marked dirty, the output saved; correct (tests/test_aliasing_layout.py)."""
+    @staticmethod
+    def forward(ctx, x):
+        x.tanh_()
+        ctx.mark_dirty(x)
+        ctx.save_for_backward(x)
+        return x
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (y,) = ctx.saved_tensors
+        return grad_output * (1 - y * y) * 0.5
+
+
+class ScaledTanhInPlaceReadsOverwritten(torch.autograd.Function):
+    """scaled_tanh written in place whose backward takes the saved tensor for the input x, where the forward
+    overwrote it with tanh(x): it computes tanh(tanh(x)), a wrong gradient (tests/test_aliasing_layout.py)."""
+    @staticmethod
+    def forward(ctx, x):
+        x.tanh_()
+        ctx.mark_dirty(x)
+        ctx.save_for_backward(x)
+        return x
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        t = torch.tanh(x)
+        return grad_output * (1 - t * t) * 0.5
+
+
 class LinearGradsById(torch.autograd.Function):
     """linear_vjp whose forward remembers which argument position each input tensor holds, keyed by id(): one
     tensor passed as both x and b keeps one position (the last), so its gradient loses the W^T g term."""
@@ -397,8 +430,7 @@ MUTANTS = [
     Mutant("torch", "scaled_tanh", f"{M}:ScaledTanhViewBackward", "layout", "calls .view() on a tensor that is not "
            "contiguous"),
     Mutant("torch", "rmsnorm", f"{M}:RMSNormAsStrided", "layout", "reads memory in storage order"),
-    Mutant("torch", "scaled_tanh", f"{M}:ScaledTanhInPlace", "aliasing", "the call changed its input 'x'",
-           also=("export",)),
+    Mutant("torch", "scaled_tanh", f"{M}:ScaledTanhInPlace", "aliasing", "the call changed its input 'x'"),
     Mutant("torch", "linear_vjp", f"{M}:LinearGradsById", "aliasing", "keys its gradients by the tensors' identity",
            also=("compiled",)),
 ]

@@ -209,19 +209,20 @@ class FrameworkAdapter(Adapter):
 
     # -- gradients ---------------------------------------------------------------------------
     def vjp(self, fn, layer, inputs, wrt, cotangent):
-        args = []
-        for i, a in enumerate(inputs):
-            t = a if isinstance(a, torch.Tensor) else self.tensor(a)
-            if i in wrt:
-                t = t.detach().clone().requires_grad_(True)
-            args.append(t)
+        leaves = [(a if isinstance(a, torch.Tensor) else self.tensor(a)) for a in inputs]
+        leaves = [t.detach().clone().requires_grad_(True) if i in wrt else t for i, t in enumerate(leaves)]
+        # the layer gets copies, not the leaves: a layer that writes into its input (declared aliasing: in_place)
+        # may, where a leaf that requires grad refuses it; the gradient reaches the leaf all the same
+        args = [t.clone() if i in wrt else t for i, t in enumerate(leaves)]
         return self._backward_through(fn, layer, args, wrt, cotangent,
-                                      lambda out: self.tensor(cotangent).to(dtype=out.dtype, device=out.device))
+                                      lambda out: self.tensor(cotangent).to(dtype=out.dtype, device=out.device),
+                                      leaves=leaves)
 
-    def _backward_through(self, fn, layer, args, wrt, cotangent, seed):
+    def _backward_through(self, fn, layer, args, wrt, cotangent, seed, leaves=None):
         """``fn(*args)`` in evaluation mode, then backward from ``seed(out)`` (unless there is no cotangent or
-        nothing to differentiate): the output, the gradients of the inputs in ``wrt`` and of every parameter and
-        buffer, detached."""
+        nothing to differentiate): the output, the gradients of the inputs in ``wrt`` (those of ``leaves``, where
+        the args are copies of them) and of every parameter and buffer, detached."""
+        leaves = args if leaves is None else leaves
         state = {}
         if isinstance(layer, torch.nn.Module):
             layer.train(False)
@@ -233,7 +234,7 @@ class FrameworkAdapter(Adapter):
         input_grads = [None] * len(args)
         if out.requires_grad and cotangent is not None:
             torch.autograd.backward(out, seed(out))
-            input_grads = [args[i].grad if i in wrt else None for i in range(len(args))]
+            input_grads = [leaves[i].grad if i in wrt else None for i in range(len(args))]
         conv = lambda g: None if g is None else g.detach()
         return out.detach(), [conv(g) for g in input_grads], {k: conv(v.grad) for k, v in state.items()}
 
