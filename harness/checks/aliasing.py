@@ -10,8 +10,8 @@ Part 2: calling the layer (evaluation mode) on the first case, and one backward 
 they were (values compared before and after; in torch the version counter too, which an in-place write moves
 even where it writes the same values). With ``aliasing: {in_place: true}`` the change is the layer's meaning:
 the version counter must show it, the output must equal the one on an input that is not written into, and the
-input gradients of that run must equal the reference VJP's (a backward that reads a tensor the forward overwrote). JAX
-and TensorFlow arrays are immutable: that part is n/a there. Where both parts are n/a the check is n/a with both
+input gradients of that run must equal the reference VJP's (a backward that reads a tensor the forward
+overwrote). JAX and TensorFlow arrays are immutable: that part is n/a there. Where both parts are n/a the check is n/a with both
 reasons. Cost: a few forward and backward passes, one compilation for a function contract with such a pair.
 """
 from __future__ import annotations
