@@ -273,6 +273,24 @@ class GainAddedInCall(keras.layers.Layer):
         return self.gain * X * _rms(X, self.eps)
 
 
+class OutputShapeFromGain(keras.layers.Layer):
+    """RMSNorm whose compute_output_shape reads the gain's shape (a weight made in build) instead of the
+    input_shape: right once the layer is built, but Keras asks for the shape before build (a functional model
+    being laid out, a layer inside another's compute_output_shape), where it raises AttributeError."""
+    def __init__(self, eps=1e-6, **kwargs):
+        super().__init__(**kwargs)
+        self.eps = eps
+
+    def build(self, X_shape):
+        self.gain = self.add_weight(name="gain", shape=[X_shape[-1]], initializer="ones")
+
+    def call(self, X):
+        return self.gain * X * _rms(X, self.eps)
+
+    def compute_output_shape(self, X_shape):
+        return (*X_shape[:-1], self.gain.shape[0])
+
+
 M = "tests.mutants.tensorflow_mutants"
 MUTANTS = [
     Mutant("tensorflow", "rmsnorm", f"{M}:DeviceDependent", "device_parity", "output on CPU:1 vs cpu", also=('devices',)),
@@ -307,4 +325,9 @@ MUTANTS = [
            "build() alone made 0 trainable and 0 non-trainable weight(s) (none), the first call 1 and 0",
            # a .keras file is loaded by build() then the weights: the built layer has none to load them into
            also=('export',)),
+    Mutant("tensorflow", "rmsnorm", f"{M}:OutputShapeFromGain", "construction",
+           "compute_output_shape((16, 8)) on an unbuilt layer raised AttributeError: 'OutputShapeFromGain' object "
+           "has no attribute 'gain'"),
+    Mutant("tensorflow", "rmsnorm", f"{M}:OutputShapeFromGain", "construction",
+           "compute the shape from input_shape and the constructor's arguments, not from weights"),
 ]
