@@ -8,7 +8,7 @@ other ways, and a custom layer often breaks there (issue 32):
 - Keras: ``build(input_shape)`` alone must make the contract's weights, before any call;
   ``compute_output_shape``, where the layer defines it, must work unbuilt and match the real output;
 - JAX/NNX: ``nnx.eval_shape(lambda: Layer(...))`` must give the state's shapes, and two constructions with the
-  same ``nnx.Rngs`` seed must be equal;
+  same ``nnx.Rngs`` seed must be equal, RNG streams (``nnx.RngState``) included;
 - MXNet Gluon: deferred initialisation (``initialize()`` before the shapes are known, then ``hybridize()``)
   must give a plain build's state after the first call.
 The adapter builds the layer each way in the layer's executor and says what differs (``construction_run``); a

@@ -5,7 +5,10 @@ host device, which JAX allows only before its first operation.
 """
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
+
+from layer_conformance.reference_impls.jax.dropout import Dropout as _Dropout
 
 from tests.mutants.catalogue import Mutant
 
@@ -170,6 +173,16 @@ class GainCheckedInInit(nnx.Module):
         return self.gain[...] * X / _rms(X, self.eps)
 
 
+class DropoutSeedFromNumpy(_Dropout):
+    """Dropout that seeds its RNG stream from numpy's global RNG instead of forking the nnx.Rngs it is given:
+    two constructions with the same seed drop different entries, so no run (nor a restarted training) can be
+    repeated. The stream is still an nnx.Rngs stream advanced per call, so each mask is fresh and fair."""
+    def __init__(self, p=0.5, *, rngs: nnx.Rngs):
+        self.p = p
+        self.deterministic = False
+        self.rngs = nnx.Rngs(dropout=int(np.random.randint(2 ** 31))).dropout
+
+
 M = "tests.mutants.jax_mutants"
 MUTANTS = [
     Mutant("jax", "rmsnorm", f"{M}:GainRawArray", "parameters", "untracked attribute 'gain' (jax array [8])", blocked=('compiled', 'composition', 'devices', 'export', 'gradients', 'serialization')),
@@ -193,6 +206,10 @@ MUTANTS = [
     Mutant("jax", "round_ste", f"{M}:round_no_surrogate", "gradients", "The gradient is all zeros"),
     Mutant("jax", "rmsnorm", f"{M}:GainCheckedInInit", "construction",
            "constructing the layer under nnx.eval_shape raised"),
+    Mutant("jax", "dropout", f"{M}:DropoutSeedFromNumpy", "construction",
+           "'rngs.key' differs between two constructions with nnx.Rngs(0) (RNG stream state)"),
+    Mutant("jax", "dropout", f"{M}:DropoutSeedFromNumpy", "construction",
+           "fork each RNG stream from the rngs given (rngs.dropout.fork())"),
 ]
 
 # No strict_loading mutant here: an NNX module has no load method of its own to override; its state is

@@ -42,6 +42,19 @@ def _value(t):
     return t[...] if isinstance(t, nnx.Variable) else t
 
 
+def _seeded(layer) -> dict:
+    """Every nnx.Variable of the module, its RNG streams (nnx.RngState) included: what a seed makes."""
+    return {".".join(map(str, path)): v for path, v in nnx.iter_graph(layer) if isinstance(v, nnx.Variable)}
+
+
+def _seed_value(v) -> np.ndarray:
+    """A variable's value as numpy; a typed PRNG key as its key data."""
+    x = _value(v)
+    if isinstance(x, jax.Array) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+        x = jax.random.key_data(x)
+    return np.asarray(x)
+
+
 def _x64(needed: bool):
     """64-bit types for this block only: jax_enable_x64 must not stay on for the rest of the process."""
     enable = getattr(jax, "enable_x64", None)
@@ -643,7 +656,8 @@ class FrameworkAdapter(Adapter):
         if not isinstance(plain, nnx.Module):
             raise NotApplicable(f"the constructor makes a {type(plain).__name__}, not an nnx.Module: no state for "
                                 f"nnx.eval_shape to describe or a seed to repeat")
-        real = {n: (tuple(jnp.shape(_value(v))), str(_value(v).dtype)) for n, v in self._variables(plain).items()}
+        # RNG streams (nnx.RngState) too: left out of the saved state, but made from the seed like the rest
+        real = {n: (tuple(jnp.shape(_value(v))), str(_value(v).dtype)) for n, v in _seeded(plain).items()}
         if not real:
             raise NotApplicable("the module holds no nnx.Variable: no state for nnx.eval_shape to describe or a seed "
                                 "to repeat")
@@ -656,10 +670,10 @@ class FrameworkAdapter(Adapter):
                             f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''}")
             hint = "construction_reads_in_init"
         else:
-            raw = [getattr(v, "get_raw_value", None) for v in self._variables(abstract).values()]
+            raw = [getattr(v, "get_raw_value", None) for v in _seeded(abstract).values()]
             got = {n: (tuple(a.shape), str(a.dtype)) for n, a in
                    ((n, r() if r else getattr(v, "raw_value", v)) for (n, v), r in
-                    zip(self._variables(abstract).items(), raw))}
+                    zip(_seeded(abstract).items(), raw))}
             for n in sorted(set(real) | set(got)):
                 if n not in got:
                     problems.append(f"{n!r} is missing from the abstract state")
@@ -671,13 +685,18 @@ class FrameworkAdapter(Adapter):
         parts = [{"part": part, "problems": problems, "hint": hint}]
         part = "two constructions with the same nnx.Rngs seed"
         twin = self.construct(impl, constructor)
-        values = {n: np.asarray(_value(v)) for n, v in self._variables(twin).items()}
-        differ = [n for n, v in self._variables(plain).items() if n in values and
-                  not np.array_equal(np.asarray(_value(v)), values[n], equal_nan=True)]
-        problems = [f"{', '.join(map(repr, differ))} differ between two constructions with nnx.Rngs(0): the "
-                    f"constructor draws from a source other than the nnx.Rngs it is given (numpy or Python's "
-                    f"random, the time, a global counter); draw every random value from rngs (rngs.params())"] \
-            if differ else []
+        values = {n: _seed_value(v) for n, v in _seeded(twin).items()}
+        made = _seeded(plain)
+        differ = [n for n, v in made.items() if n in values and
+                  not np.array_equal(_seed_value(v), values[n], equal_nan=True)]
+        streams = [n for n in differ if isinstance(made[n], nnx.RngState)]
+        fix = "; ".join((["draw every random value from rngs (rngs.params())"] if len(streams) < len(differ) else [])
+                        + (["fork each RNG stream from the rngs given (rngs.dropout.fork()), not from a new "
+                            "nnx.Rngs seeded elsewhere"] if streams else []))
+        problems = [f"{', '.join(map(repr, differ))} {'differs' if len(differ) == 1 else 'differ'} between two "
+                    f"constructions with nnx.Rngs(0){' (RNG stream state)' if streams else ''}: the constructor "
+                    f"draws from a source other than the nnx.Rngs it is given (numpy or Python's random, the time, "
+                    f"a global counter); {fix}"] if differ else []
         parts.append({"part": part, "problems": problems, "hint": None})
         return parts
 
