@@ -9,8 +9,9 @@ other ways, and a custom layer often breaks there (issue 32):
   ``compute_output_shape``, where the layer defines it, must work unbuilt and match the real output;
 - JAX/NNX: ``nnx.eval_shape(lambda: Layer(...))`` must give the state's shapes, and two constructions with the
   same ``nnx.Rngs`` seed must be equal, RNG streams (``nnx.RngState``) included;
-- MXNet Gluon: deferred initialisation (``initialize()`` before the shapes are known, then ``hybridize()``)
-  must give a plain build's state after the first call.
+- MXNet Gluon: deferred initialisation (``initialize()`` before the shapes are known) must give a plain build's
+  state after a first call on another case's inputs (of another rank where a case has one): the shapes it
+  infers must not depend on which batch comes first (``hybridize()`` is ``compiled``'s).
 The adapter builds the layer each way in the layer's executor and says what differs (``construction_run``); a
 way the framework or the layer lacks is n/a, with its reason. Once per target (a dtype changes no
 constructor): a few constructions, no extra process.
@@ -27,7 +28,9 @@ def check_construction(ctx):
     contract = ctx.contract  # applicable: a layer contract without construction: {not_applicable}
     expected = {"trainable": len(contract.trainable), "non_trainable": len(contract.non_trainable),
                 "reset_parameters": contract.construction.reset_parameters}
-    parts = call_adapter(ctx, "construction_run", ctx.impl, ctx.constructor_args(), ctx.build_inputs(), expected)
+    first = ctx.build_inputs()
+    parts = call_adapter(ctx, "construction_run", ctx.impl, ctx.constructor_args(), first, expected,
+                         other=_other_first_call(ctx, first))
     details, problems, hints, ran = {}, [], [], False
     for part in parts:
         name = part["part"]
@@ -48,3 +51,17 @@ def check_construction(ctx):
     if not ran:
         raise NotApplicable("; ".join(f"{p['part']}: {p['not_applicable']}" for p in parts))
     return details
+
+
+def _other_first_call(ctx, first):
+    """Another case's inputs, for a first call that must infer the state a first call on ``first`` does: the
+    first case whose input shapes differ from ``first``'s, of another rank where one is; None where every case
+    has ``first``'s shapes."""
+    shapes = [tuple(a.shape) for a in first]
+    differ = []
+    for case in ctx.contract.cases[1:]:
+        inputs = ctx.case_inputs(case)
+        if [tuple(a.shape) for a in inputs] != shapes:
+            differ.append(inputs)
+    rank = [xs for xs in differ if [a.ndim for a in xs] != [a.ndim for a in first]]
+    return (rank or differ or [None])[0]

@@ -129,6 +129,24 @@ class LoadIgnoresKeys(_RMSNorm):
         super().load_parameters(filename, ctx=ctx, allow_missing=True, ignore_extra=True, **kwargs)
 
 
+class GainUnitsFlattened(nn.Block):
+    """RMSNorm that leaves its gain's size to deferred initialisation (shape (0,), as nn.Dense(in_units=0) does)
+    and infers it the way nn.Dense(flatten=True) infers in_units, from every axis after the first: right when the
+    first call is [batch, d], but a first call on [batch, time, d] makes a gain of time * d, and every later call
+    fails. A build whose first call is [batch, d] cannot tell."""
+    def __init__(self, d, eps=1e-6, **kwargs):
+        super().__init__(**kwargs)
+        with self.name_scope():
+            self.gain = self.params.get('gain', shape=(0,), init=init.One(), allow_deferred_init=True)
+        self.eps = eps
+
+    def forward(self, X):
+        if not self.gain._data:
+            self.gain.shape = (int(np.prod(X.shape[1:])),)
+            self.gain._finish_deferred_init()
+        return self.gain.data(X.context) * X / _rms(X, self.eps)
+
+
 M = "tests.mutants.mxnet_mutants"
 MUTANTS = [
     Mutant("mxnet", "rmsnorm", f"{M}:GainAttributeParameter", "parameters",
@@ -149,4 +167,10 @@ MUTANTS = [
     # one slot: the file without it is empty, which Gluon 1.9.1 cannot read at all, so the extra key tells
     Mutant("mxnet", "rmsnorm", f"{M}:LoadIgnoresKeys", "strict_loading",
            "a saved state with an extra entry 'unexpected_slot' loaded strictly without an error"),
+    # every other check builds the layer with a first call on the first case ([16, 8]), where the gain comes out
+    # right; only a deferred initialisation whose first call is another case's ([2, 3, 8]) shows the mistake
+    Mutant("mxnet", "rmsnorm", f"{M}:GainUnitsFlattened", "construction",
+           "'gain' is [24] float32 after a first call on [2, 3, 8], a plain build's (first call on [16, 8]) [8]"),
+    Mutant("mxnet", "rmsnorm", f"{M}:GainUnitsFlattened", "construction",
+           "infer each from the axis it stands for (the features: X.shape[-1])"),
 ]

@@ -650,7 +650,7 @@ class FrameworkAdapter(Adapter):
         raise NotApplicable(f"{fmt} is not a JAX format")
 
     # -- construction: the ways real code builds a layer (the construction check) ---------------------------
-    def construction_run(self, impl, constructor, inputs, expected):
+    def construction_run(self, impl, constructor, inputs, expected, other=None):
         impl = import_spec(impl) if isinstance(impl, str) else impl
         plain = self.construct(impl, constructor)
         if not isinstance(plain, nnx.Module):

@@ -473,7 +473,7 @@ class FrameworkAdapter(Adapter):
         return [f"keras {k}" for k in saved if now[k] != saved[k]]
 
     # -- construction: the ways real code builds a layer (the construction check) ---------------------------
-    def construction_run(self, impl, constructor, inputs, expected):
+    def construction_run(self, impl, constructor, inputs, expected, other=None):
         impl = import_spec(impl) if isinstance(impl, str) else impl
         layer = self.construct(impl, constructor)
         if not isinstance(layer, keras.layers.Layer):

@@ -571,7 +571,7 @@ class FrameworkAdapter(Adapter):
         raise NotApplicable(f"{fmt} is not a torch format")
 
     # -- construction: the ways real code builds a layer (the construction check) ---------------------------
-    def construction_run(self, impl, constructor, inputs, expected):
+    def construction_run(self, impl, constructor, inputs, expected, other=None):
         impl = import_spec(impl) if isinstance(impl, str) else impl
         with torch.random.fork_rng(devices=[]):  # it seeds each build alike; the process's generator is kept
             return self._construction_run(impl, constructor, expected)
