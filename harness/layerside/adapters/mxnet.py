@@ -44,6 +44,23 @@ def _said(exc) -> str:
     return f"{type(exc).__name__}: {lines[0] if lines else ''}"
 
 
+def _first_unknown(out, given, prefix="") -> str | None:
+    """The first node of the graph ``out`` whose output shape infer_shape leaves unknown (empty, or with a 0:
+    MXNet's unknown dimension) from the input shapes ``given``: the operator that makes a shape depend on values
+    (named without ``prefix``, the block's, which counts the blocks made in the process)."""
+    internals = out.get_internals()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _, shapes, _ = internals.infer_shape_partial(**given)
+    except Exception:  # noqa: BLE001 - only the words of a message depend on it
+        return None
+    for name, shape in zip(internals.list_outputs(), shapes):
+        if not shape or 0 in shape:
+            return name.removesuffix("_output").removeprefix(prefix)
+    return None
+
+
 def _context(device):
     if device is None:
         return mx.cpu(0)
@@ -618,14 +635,22 @@ class FrameworkAdapter(Adapter):
         way = "the HybridBlock's symbolic graph (infer_shape, infer_type)"
         try:
             out, names = self._symbolic(layer, len(arrays))
-            _, shapes, _ = out.infer_shape(**{k: a.shape for k, a in zip(names, arrays)})
+            given = {k: a.shape for k, a in zip(names, arrays)}
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # "Cannot decide shape for the following arguments": said below
+                _, shapes, _ = out.infer_shape(**given)
             _, types, _ = out.infer_type(**{k: a.dtype for k, a in zip(names, arrays)})
         except NotApplicable as exc:
             return [{"way": way, "na": str(exc)}]
         except Exception as exc:
             return [{"way": way, "error": self._abstract_error(exc)}]
         if not shapes or shapes[0] is None:
-            return [{"way": way, "error": "no output shape inferred"}]
+            first = _first_unknown(out, given, layer.prefix)
+            return [{"way": way, "error": "infer_shape gives no output shape from the inputs' shapes ("
+                                          + ", ".join(str(list(a.shape)) for a in arrays) + ")"
+                                          + (f": the first unknown one is {first}'s, an operator whose output "
+                                             f"shape depends on the values (contrib.boolean_mask, a nonzero, a "
+                                             f"unique), known only by running it" if first else "")}]
         return [{"way": way, "shape": [int(d) for d in shapes[0]], "dtype": np.dtype(types[0]).name}]
 
     def symbolic_batch(self, fn, layer, batches, batched, axis):
