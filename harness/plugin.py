@@ -318,6 +318,9 @@ class ConformanceRun:
         self.files_sent: dict = {}              # (contract, framework, spec) -> files already on a report
         if not self.active:
             return
+        # the executors started below end with the config however it ends: a usage or contract error raised
+        # before the session ends them (pytest runs no sessionfinish then), without waiting for a framework import
+        config.add_cleanup(self.close)
         max_elements = config.getoption("max_input_elements")
         if max_elements is not None:
             # processes started from here (xdist workers, executors) load contracts with the same limit

@@ -406,9 +406,30 @@ class Executor:
             return None  # a pid it says is its namespace's, not the judge's
         return self.hello.get("pid") or self.forked_pid  # a forked process can be killed before its hello
 
+    def _stop_starting(self):
+        """A start still in progress in the background, which no one waits for now: one not begun is cancelled;
+        one begun has its process ended from here, so that it fails at once instead of this thread waiting out
+        a framework's import (seconds, at the end of a run that stopped early: a contract or usage error)."""
+        starting = self.starting
+        if starting is None or starting.done():
+            return
+        if starting.cancel():
+            self.starting = None
+            return
+        end = time.monotonic() + 5
+        while not starting.done() and time.monotonic() < end:
+            popen = getattr(getattr(self.gateway, "_io", None), "popen", None)
+            if popen is not None:   # a started process (a forked one answers within moments: waited for)
+                with contextlib.suppress(Exception):
+                    popen.kill()
+                return
+            time.sleep(0.01)
+
     def kill(self):
         """End the process from outside: SIGKILL cannot be caught, ignored or delayed. (A kept zygote that
         failed is ended too, and this run goes on with a zygote of its own.)"""
+        if self.warm is None:
+            self._stop_starting()
         self._join()  # a process still starting in the background is ended too
         if self.warm is not None:
             warm, self.warm = self.warm, None
@@ -434,6 +455,8 @@ class Executor:
         if self.warm is not None:
             self.leave()
             return
+        self._stop_starting()
+        self._join()
         if self.gateway is None:
             return
         try:
