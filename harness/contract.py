@@ -678,6 +678,11 @@ class Aliasing(_Section):
 
 
 @dataclass(frozen=True)
+class Layout(_Section):
+    not_applicable: str | None = None  # why strides cannot apply (a layer that takes its input's memory as given)
+
+
+@dataclass(frozen=True)
 class Abstract(_Section):
     # the symbolic batch is batching's axis, on the first of batching's cases (n/a where batching is)
     not_applicable: str | None = None  # why the layer has no shape without data (an output shaped by values)
@@ -789,6 +794,7 @@ class Contract:
     construction = property(lambda self: Construction.of(self.data.get("construction")))
     aliasing = property(lambda self: Aliasing.of(self.data.get("aliasing")))
     abstract = property(lambda self: Abstract.of(self.data.get("abstract")))
+    layout = property(lambda self: Layout.of(self.data.get("layout")))
 
     @property
     def native_gradients(self) -> tuple[set[str], set[str]]:
@@ -1356,6 +1362,7 @@ SECTION_RULES = {
     "construction": _schema_only,
     "aliasing": _schema_only,
     "abstract": _schema_only,
+    "layout": _schema_only,
 }
 
 

@@ -61,3 +61,16 @@ def test_without_strides_or_mutable_arrays_both_checks_are_not_applicable_with_t
         assert got[check]["outcome"] == "skipped" and got[check].get("not_applicable"), got[check]
         assert words in got[check]["message"], got[check]["message"]
     assert "not a function" in got["aliasing"]["message"], got["aliasing"]["message"]
+
+
+@pytest.mark.skipif(not installed("torch"), reason="torch is not installed here")
+def test_a_contract_excuses_layout_alone_with_its_reason(sessions, tmp_path):
+    data = yaml.safe_load(Path(bundled_contracts()["rmsnorm"]).read_text())
+    data["layout"] = {"not_applicable": "reads its input's storage as a packed buffer"}
+    path = tmp_path / "rmsnorm_packed.yaml"
+    path.write_text(yaml.safe_dump(data))
+    got = check_all(load_contract(str(path)), bundled_impl("torch", "rmsnorm"), "torch", session=sessions("torch"),
+                    checks=["layout", "aliasing"])
+    assert got["layout"]["outcome"] == "skipped" and got["layout"].get("not_applicable"), got["layout"]
+    assert "reads its input's storage as a packed buffer" in got["layout"]["message"], got["layout"]
+    assert got["aliasing"]["outcome"] == "passed", got["aliasing"]

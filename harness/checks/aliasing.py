@@ -98,6 +98,8 @@ def _same_tensor(ctx, problems, hints):
 def _unchanged(ctx, problems, hints):
     """Part 2; its note, or raises NotApplicable."""
     contract, adapter = ctx.contract, ctx.adapter
+    if adapter.immutable_arrays:  # before the layer is built: a layer that cannot be built has it n/a all the same
+        raise NotApplicable(adapter.immutable_arrays)
     spec = contract.aliasing
     case = contract.cases[0]
     inputs = ctx.case_inputs(case)

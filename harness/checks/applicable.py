@@ -8,7 +8,7 @@ mechanism) is decided by the check itself, and is a skip of an item that exists.
 
 ``contract_says`` is the one mapping from the contract's keys to records (docs/contracts.md, "Not applicable,
 and skips"): ``frameworks.<fw>.not_applicable``, a section's ``{not_applicable: why}`` (``compiled``, ``export``,
-``mixed_precision``, ``batching``, ``construction``), ``native.<fw>.none`` and what the contract leaves out are n/a (outcome skipped,
+``mixed_precision``, ``batching``, ``construction``, ``aliasing``, ``abstract``, ``layout``), ``native.<fw>.none`` and what the contract leaves out are n/a (outcome skipped,
 ``not_applicable`` true, the reason the message: ``layer_conformance.record.NotApplicable``'s record form);
 ``checks.<id>.skip`` is a skip that is not n/a (``not_applicable`` false; why the two differ: ``checks.base``).
 """
@@ -73,6 +73,7 @@ _RULES = {
                                    or _spec_not_applicable(c.construction)),
     "aliasing": lambda c, fw: _spec_not_applicable(c.aliasing),
     "abstract": lambda c, fw: _spec_not_applicable(c.abstract),
+    "layout": lambda c, fw: _spec_not_applicable(c.layout),
 }
 
 

@@ -707,6 +707,7 @@ class RemoteAdapter:
         self.gpu_device = hello["gpu_device"]
         self.retraces_per_shape = hello["retraces_per_shape"]
         self.parameter_type = hello["parameter_type"]
+        self.immutable_arrays = hello.get("immutable_arrays")
         self._implements = set(hello["implements"])
 
     def implements(self, method: str) -> bool:

@@ -356,6 +356,7 @@ class Server:
             from layer_conformance.layerside.adapters.base import Adapter
             out.update(name=a.name, cpu_device=a.cpu_device, gpu_device=a.gpu_device,
                        retraces_per_shape=a.retraces_per_shape, parameter_type=a.parameter_type,
+                       immutable_arrays=a.immutable_arrays,
                        implements=[m for m in dir(Adapter) if not m.startswith("_") and a.implements(m)])
         out["sandbox"] = _sandbox_seen(self.sandbox)
         return out

@@ -61,6 +61,9 @@ class Adapter:
     # the framework's trainable wrapper as ``untracked`` describes it ("nn.Parameter [8]"), where one can be held
     # unregistered (in a plain list or dict): a hint then names the framework's container, not the wrapper
     parameter_type: str = ""
+    # why a layer cannot change its input where the framework's arrays are immutable (aliasing's second part is
+    # n/a, decided before the layer is built), else None
+    immutable_arrays: str | None = None
     # the methods whose exception is the framework's answer that a check asks for, not a failure of the harness:
     # a strict load of a state that does not fit the layer must raise (strict_loading)
     refusals: tuple = ("load_state",)

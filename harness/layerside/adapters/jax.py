@@ -144,6 +144,7 @@ class FrameworkAdapter(Adapter):
     name = "jax"
     module = "flax"
     retraces_per_shape = True
+    immutable_arrays = "JAX arrays are immutable: a layer cannot change its input"
     # what the first call of a loaded jax.export program imports: its lowering initializes LAPACK through
     # scipy.linalg (0.5 s) and emits MHLO (0.14 s), in every fresh executor without them
     preloaded = ("scipy.linalg", "jaxlib.mlir.dialects.mhlo")
@@ -520,7 +521,7 @@ class FrameworkAdapter(Adapter):
                 "notes": []}
 
     def input_changes(self, fn, layer, inputs, wrt, cotangent):
-        raise NotApplicable("JAX arrays are immutable: a layer cannot change its input")
+        raise NotApplicable(self.immutable_arrays)
 
     # -- the compiler --------------------------------------------------------------------------
     def compilers(self, backend=None):

@@ -36,6 +36,7 @@ class FrameworkAdapter(Adapter):
     name = "tensorflow"
     module = "tensorflow"
     retraces_per_shape = True
+    immutable_arrays = "TensorFlow tensors are immutable: a layer cannot change its input"
     cpu_device = "CPU:0"
     gpu_device = "GPU:0"
 
@@ -319,7 +320,7 @@ class FrameworkAdapter(Adapter):
         return [by_index.get(i) for i in range(len(inputs))]
 
     def input_changes(self, fn, layer, inputs, wrt, cotangent):
-        raise NotApplicable("TensorFlow tensors are immutable: a layer cannot change its input")
+        raise NotApplicable(self.immutable_arrays)
 
     # -- the compiler --------------------------------------------------------------------------
     def compilers(self, backend=None):
