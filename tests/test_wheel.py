@@ -43,8 +43,10 @@ def _clean_env():
     # nothing from this checkout or its environment may leak into the fresh venv's runs
     env = {k: v for k, v in os.environ.items()
            # (CI, BUILD_NUMBER: pytest prints its short summary uncut there, unlike a user's terminal)
+           # (PYTHONDONTWRITEBYTECODE: a user's venv keeps the bytecode of what it imported, so a run after the
+           # first does not compile the framework from source again)
            if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTEST_ADDOPTS", "PYTEST_PLUGINS", "CI",
-                        "BUILD_NUMBER")
+                        "BUILD_NUMBER", "PYTHONDONTWRITEBYTECODE")
            and not k.startswith(("PYTEST_XDIST", "CONFORMANCE_"))}
     return env
 
