@@ -78,7 +78,7 @@ def check_abstract(ctx):
         if w.get("na"):
             said.append(f"{way} n/a: {w['na']}")
         elif w.get("error"):
-            problems.append(f"case {case.name!r}: the output's shape without data ({way}) raised {w['error']}")
+            problems.append(f"case {case.name!r}: the output's shape without data ({way}) failed: {w['error']}")
             hints[_why(w["error"]) or ". " + hint("abstract_output_shape")] = None
         elif list(w["shape"]) != list(full.shape) or w["dtype"] not in (None, dtype):
             what = f"shape {list(w['shape'])}" + (f" and dtype {w['dtype']}" if w["dtype"] else "")

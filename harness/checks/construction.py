@@ -6,7 +6,8 @@ other ways, and a custom layer often breaks there (issue 32):
   every parameter and buffer; construction under ``torch.device("meta")``, ``to_empty(device="cpu")`` and
   ``reset_parameters`` (how large models are loaded) must give a plain build's state;
 - Keras: ``build(input_shape)`` alone must make the contract's weights, before any call;
-  ``compute_output_shape``, where the layer defines it, must work unbuilt and match the real output;
+  ``compute_output_shape``, where the layer defines it, must work unbuilt (whether its shape is right is
+  ``abstract``'s);
 - JAX/NNX: ``nnx.eval_shape(lambda: Layer(...))`` must give the state's shapes, and two constructions with the
   same ``nnx.Rngs`` seed must be equal, RNG streams (``nnx.RngState``) included;
 - MXNet Gluon: deferred initialisation (``initialize()`` before the shapes are known) must give a plain build's

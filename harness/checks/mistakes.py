@@ -252,9 +252,10 @@ HINTS: dict[str, Hint] = {h.id: h for h in (
     Hint("abstract_output_shape", ("abstract",),
          "the output's shape or dtype computed without data (compute_output_shape, a symbolic call, a fake or "
          "meta tensor, eval_shape) differs from the eager output's, or computing it raises",
-         text="Make the abstract shape follow the real one: compute_output_shape (or compute_output_spec) must "
-              "give the shape and dtype that call returns, from the input shape alone, and every op of the call "
-              "must work on a tensor without values (no numpy, no host copies)."),
+         text="Make the abstract shape follow the real one: where the layer states its output shape (Keras' "
+              "compute_output_shape or compute_output_spec), it must give the shape and dtype the call returns, "
+              "from the input shape alone; and every op of the call must work on a tensor without values (no "
+              "numpy, no host copies)."),
     Hint("abstract_reads_value", ("abstract",),
          "the layer raises without data with the framework's error for a value read",
          text="The layer reads a tensor's value in Python in its forward (.item(), .numpy(), float(x), int(x), an "
