@@ -362,16 +362,9 @@ class ScaledTanhWrittenInPlace(torch.autograd.Function):
         return grad_output * (1 - y * y) * 0.5
 
 
-class ScaledTanhInPlaceReadsOverwritten(torch.autograd.Function):
+class ScaledTanhInPlaceReadsOverwritten(ScaledTanhWrittenInPlace):
     """scaled_tanh written in place whose backward takes the saved tensor for the input x, where the forward
     overwrote it with tanh(x): it computes tanh(tanh(x)), a wrong gradient (tests/test_aliasing_layout.py)."""
-    @staticmethod
-    def forward(ctx, x):
-        x.tanh_()
-        ctx.mark_dirty(x)
-        ctx.save_for_backward(x)
-        return x
-
     @staticmethod
     def backward(ctx, grad_output):
         (x,) = ctx.saved_tensors
