@@ -1156,7 +1156,7 @@ def _rules_gradients(r: _Rules):
 
 
 def _rules_native(r: _Rules):
-    from .frameworks import FRAMEWORKS  # no framework import: find_spec only
+    from .frameworks import FRAMEWORKS, installed  # no framework import: find_spec only
     for fw, nat in r.section("native").items():
         nat = _map(nat)
         if isinstance(nat.get("function"), str) and r.data.get("kind") == "layer":
@@ -1173,7 +1173,7 @@ def _rules_native(r: _Rules):
             top, dot, _ = cls.partition(".")
             if not dot:
                 r.bad(("native", fw, "class"), f"{cls!r} is not a dotted module.Class path")
-            elif fw in FRAMEWORKS and _installed(fw) and not _findable(top):
+            elif fw in FRAMEWORKS and installed(fw) and not _findable(top):
                 r.bad(("native", fw, "class"), f"{cls!r}: no module {top!r} here, although {fw} is installed")
 
 
@@ -1390,13 +1390,6 @@ def _findable(top: str) -> bool:
         except (ImportError, ValueError):
             _found[top] = False
     return _found[top]
-
-
-def _installed(framework: str) -> bool:
-    """Whether ``framework`` is installed here: its marker module (the registry's) is findable, not imported."""
-    from .frameworks import FRAMEWORKS
-    top = FRAMEWORKS[framework].module
-    return top in sys.modules or _findable(top)
 
 
 # --- loading -----------------------------------------------------------------
