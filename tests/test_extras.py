@@ -12,22 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import pytest_run
-
-NNX_LAYER = '''
-import jax.numpy as jnp
-from flax import nnx
-
-
-class RMSNorm(nnx.Module):
-    def __init__(self, d, eps=1e-6):
-        self.gain = nnx.Param(jnp.ones(d))
-        self.eps = eps
-
-    def __call__(self, x):
-        x32 = x.astype(jnp.float32) if x.dtype in (jnp.float16, jnp.bfloat16) else x
-        return self.gain[...] * (x32 / jnp.sqrt((x32 ** 2).mean(-1, keepdims=True) + self.eps)).astype(x.dtype)
-'''
+from tests.support import USER_LAYERS, pytest_run
 
 ABSENT = '''import sys
 
@@ -47,7 +32,7 @@ def test_jax_export_without_flatbuffers_is_a_usage_error_naming_it(tmp_path):
     pytest.importorskip("flax")
     project = tmp_path / "project"
     project.mkdir()
-    (project / "mylayer.py").write_text(textwrap.dedent(NNX_LAYER))
+    (project / "mylayer.py").write_text(textwrap.dedent(USER_LAYERS["jax"]))
     env = {"PYTHONPATH": str(_absent(tmp_path, "flatbuffers"))}
     proc = pytest_run("-n", "0", "--contract", "rmsnorm", "--impl", "mylayer:RMSNorm", "--check", "export",
                       "--dtype", "float32", "--conformance-json", "out.json", cwd=project, env=env, timeout=600)
@@ -66,7 +51,7 @@ def test_a_layer_importing_what_is_not_installed_is_the_layers_failure(tmp_path)
     pytest.importorskip("flax")
     project = tmp_path / "project"
     project.mkdir()
-    layer = NNX_LAYER.replace("        x32 = x.astype", "        import flatbuffers  # noqa: F401\n        x32 = x.astype")
+    layer = USER_LAYERS["jax"].replace("        x32 = x.astype", "        import flatbuffers  # noqa: F401\n        x32 = x.astype")
     (project / "mylayer.py").write_text(textwrap.dedent(layer))
     env = {"PYTHONPATH": str(_absent(tmp_path, "flatbuffers"))}
     proc = pytest_run("-n", "0", "--contract", "rmsnorm", "--impl", "mylayer:RMSNorm", "--check", "values",
