@@ -53,7 +53,8 @@ def _strict_loading(contract, framework):
 
 _RULES = {
     "parameters": lambda c, fw: _function(c, "a function contract has no layer state"),
-    "buffers": lambda c, fw: _function(c, "a function contract has no layer state"),
+    "buffers": lambda c, fw: (_function(c, "a function contract has no layer state")
+                              or (None if c.non_trainable else "the contract declares no non-trainable state")),
     "composition": lambda c, fw: _function(c, "a function contract is not a layer"),
     "serialization": lambda c, fw: _function(c, "a function contract is not a layer"),
     "device_parity": _no_gradient,

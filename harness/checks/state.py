@@ -6,7 +6,7 @@ import numpy as np
 from ..dtypes import is_floating
 from .. import inputs as inputs_mod
 from ..dtypes import np_dtype
-from .base import CheckBlocked, CheckFailed, CheckSkipped
+from .base import CheckBlocked, CheckFailed
 from .common import untracked_for
 from .mistakes import Findings, hint
 
@@ -111,9 +111,7 @@ def check_parameters(ctx):
 
 def check_buffers(ctx):
     """Non-trainable slots are in the layer's saved state, never trainable, and get no gradient."""
-    adapter, contract = ctx.adapter, ctx.contract
-    if not contract.non_trainable:
-        raise CheckSkipped("the contract declares no non-trainable state")
+    adapter, contract = ctx.adapter, ctx.contract  # applicable: a contract with non-trainable state
     layer = ctx.new_layer()
     trainable, non_trainable = adapter.trainable(layer), adapter.non_trainable(layer)
     untracked = adapter.untracked(layer)
