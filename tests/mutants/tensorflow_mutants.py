@@ -7,6 +7,7 @@ import functools
 import tensorflow as tf
 from tensorflow import keras
 
+from layer_conformance.reference_impls.tensorflow.rmsnorm import RMSNorm as _ReferenceRMSNorm
 from tests.mutants.catalogue import Mutant
 
 
@@ -273,20 +274,10 @@ class GainAddedInCall(keras.layers.Layer):
         return self.gain * X * _rms(X, self.eps)
 
 
-class OutputShapeFromGain(keras.layers.Layer):
+class OutputShapeFromGain(_ReferenceRMSNorm):
     """RMSNorm whose compute_output_shape reads the gain's shape (a weight made in build) instead of the
     input_shape: right once the layer is built, but Keras asks for the shape before build (a functional model
     being laid out, a layer inside another's compute_output_shape), where it raises AttributeError."""
-    def __init__(self, eps=1e-6, **kwargs):
-        super().__init__(**kwargs)
-        self.eps = eps
-
-    def build(self, X_shape):
-        self.gain = self.add_weight(name="gain", shape=[X_shape[-1]], initializer="ones")
-
-    def call(self, X):
-        return self.gain * X * _rms(X, self.eps)
-
     def compute_output_shape(self, X_shape):
         return (*X_shape[:-1], self.gain.shape[0])
 
