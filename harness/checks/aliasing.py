@@ -24,6 +24,7 @@ from ..dtypes import is_floating
 from ..record import NotApplicable
 from ..reference_run import reference
 from .base import CheckFailed, CheckSkipped, unexpected_error
+from .common import reference_vjp
 from .mistakes import hint
 from .optional import call_adapter
 
@@ -157,8 +158,7 @@ def _in_place_gradients(ctx, case, inputs, state, idx, names, ct, seen, problems
     _, _, ref_vjp = reference(ctx.contract)
     if ref_vjp is None:
         return "; its gradients not compared: the reference has no vjp"
-    ref = ref_vjp(ct, *[a.astype(np.float64) if is_floating(a.dtype) else a for a in inputs],
-                  **{**ctx.contract.constructor, **state})
+    ref = reference_vjp(ctx, ref_vjp, ct, inputs, state)
     for i in idx:
         if grads[i] is None:
             problems.append(f"case {case.name!r}: written in place, input {names[i]!r} gets no gradient")

@@ -16,6 +16,13 @@ def reference_forward(ctx, inputs, state):
                                 for a in inputs], **{**ctx.contract.constructor, **state}))  # a slot may share a flag's name (bias)
 
 
+def reference_vjp(ctx, ref_vjp, cotangent, inputs, state) -> dict:
+    """The reference VJP ``ref_vjp`` (``reference(contract)``'s third) of ``cotangent`` at the case's inputs in
+    float64, at ``state``: {input or slot name: its gradient}."""
+    return ref_vjp(cotangent, *[np.asarray(a, dtype=np.float64) if is_floating(a.dtype) else a for a in inputs],
+                   **{**ctx.contract.constructor, **state})
+
+
 def import_native(ctx, path: str):
     """The native class or function ``path`` the contract names for this framework. Whether it exists
     depends on the framework installed where the layer runs, so this one rule is decided here."""

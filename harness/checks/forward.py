@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dtypes import is_floating, np_dtype
+from ..dtypes import np_dtype
 from .. import inputs as inputs_mod
 from ..compare import describe_mismatch
 from .base import CheckFailed, CheckSkipped, unexpected_error
 from ..record import NotApplicable
 from ..reference_run import reference
+from .common import reference_vjp
 from .optional import call_adapter
 
 _EXACT_UP_TO = 256  # outputs up to this size get the full J t; larger ones random projections
@@ -22,11 +23,8 @@ _EXACT_UP_TO = 256  # outputs up to this size get the full J t; larger ones rand
 
 def _reference_jt(ctx, ref_vjp, inputs, state, idx, names, tangents, out_shape, rng):
     """(expected, what) where expected is J t (or projections <v_k, J t> = <J^T v_k, t>)."""
-    x64 = [a.astype(np.float64) if is_floating(a.dtype) else a for a in inputs]
-    kw = {**ctx.contract.constructor, **state}
-
     def jt_dot(v):
-        ref = ref_vjp(v, *x64, **kw)
+        ref = reference_vjp(ctx, ref_vjp, v, inputs, state)
         return sum(float(np.sum(np.asarray(ref[names[i]]) * tangents[i])) for i in idx)
     size = int(np.prod(out_shape)) if out_shape else 1
     if size <= _EXACT_UP_TO:

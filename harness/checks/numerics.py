@@ -9,7 +9,7 @@ from ..dtypes import is_floating, np_dtype
 from .. import inputs as inputs_mod
 from ..compare import _moved, describe_mismatch, dtype_problem, max_abs_error, relative_error
 from .base import CheckFailed, unexpected_error
-from .common import import_native, reference_forward
+from .common import import_native, reference_forward, reference_vjp
 from .functions import check_native_function, native_dtype_problem, nondiff_probe
 from .mistakes import Findings, hint
 from ..reference_run import reference
@@ -288,8 +288,7 @@ def check_gradients(ctx):
         except Exception as exc:
             problems.append(f"case {case.name!r}: differentiating raised {unexpected_error(exc)}")
             raise CheckFailed(problems.text()) from exc
-        ref = ref_vjp(cotangent, *[a.astype(np.float64) if is_floating(a.dtype) else a
-                                   for a in inputs], **{**contract.constructor, **state}) if ref_vjp else {}
+        ref = reference_vjp(ctx, ref_vjp, cotangent, inputs, state) if ref_vjp else {}
         recorded = _rule_recorded(ctx, layer, inputs, idx)
         for i in idx:
             bad = _compare_grad(ctx, f"input {names[i]!r} (case {case.name!r})", grads[i], ref[names[i]],
