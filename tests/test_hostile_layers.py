@@ -97,7 +97,8 @@ def conformance_run(tmp_path, *args, hostile=None):
 def test_hang_in_native_code_loses_only_its_check(tmp_path):
     """Native code stuck with signals masked never returns to Python; the judge kills its executor from
     outside at the timeout and the rest of the run completes."""
-    proc, by = conformance_run(tmp_path, "-n", "1", "--check", "values", "--check-timeout", "1",
+    # the cases' own dtype alone (one record per check): each hang is a wait of its own
+    proc, by = conformance_run(tmp_path, "-n", "1", "--check", "values", "--check-timeout", "1", "--dtype", "float32",
                                hostile="HangsInNativeCode")
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     by = {impl: r for (impl, _), r in by.items()}
@@ -154,7 +155,8 @@ def test_correct_layer_passes_in_the_same_session_after_hostile_ones(torch_sessi
 def test_aborting_layer_loses_only_its_checks(tmp_path):
     """os.abort() in forward kills the executor; the lost checks are 'error', the correct layer in the
     same run passes, and the results file is complete."""
-    proc, by = conformance_run(tmp_path, "-n", "1", "--check", "values", "--check", "parameters", hostile="Aborts")
+    proc, by = conformance_run(tmp_path, "-n", "1", "--check", "values", "--check", "parameters", "--dtype", "float32",
+                               hostile="Aborts")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert by[("Aborts", "values")]["outcome"] == "error"
     assert "killed by SIGABRT" in by[("Aborts", "values")]["message"]
@@ -190,3 +192,34 @@ def test_jax_x64_switch_is_undone_and_reported(sessions):
     assert jax.config.jax_enable_x64 == judge
     jax_impl = "layer_conformance.reference_impls.jax.rmsnorm:IMPL"
     assert run_check(context_for(RMSNORM, jax_impl, "jax", session=session), "values")["outcome"] == "passed"
+
+
+def _core_pattern() -> str:
+    try:
+        with open("/proc/sys/kernel/core_pattern") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+@pytest.mark.skipif(not _core_pattern() or _core_pattern().startswith("|") or "/" in _core_pattern(),
+                    reason="core files here go to a handler or a fixed directory, not the crashing process's cwd")
+def test_a_crashing_layer_leaves_no_core_file_in_the_users_directory(tmp_path):
+    """A user whose shell allows core files (ulimit -c unlimited): the layer's os.abort() ends its executor, and
+    no core file of it (a framework's whole memory, hundreds of MB) is written where the run started. Without the
+    sandbox, which would keep the directory from the layer anyway: a machine without one runs so by default."""
+    import resource
+    import subprocess
+    from tests.support import pytest_command
+
+    def allow_core_files():
+        resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    out = tmp_path / "results.json"
+    proc = subprocess.run(pytest_command("-q", "-n", "0", "--contract", "rmsnorm", "--impl", f"{HOSTILE}:Aborts",
+                                         "--check", "values", "--dtype", "float32", "--sandbox", "off",
+                                         "--conformance-json", str(out)),
+                          cwd=tmp_path, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)},
+                          capture_output=True, text=True, timeout=300, preexec_fn=allow_core_files)
+    [rec] = json.loads(out.read_text())["results"]
+    assert rec["outcome"] == "error" and "killed by SIGABRT" in rec["message"], (rec, proc.stdout[-2000:])
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith("core")], sorted(tmp_path.iterdir())

@@ -214,6 +214,7 @@ class Server:
         if config.get("cwd"):
             os.chdir(config["cwd"])
         _limit_memory(config.get("memory_limit_gib"))
+        _no_core_dumps()
         _no_tqdm_monitor()
         self.framework = config.get("framework")
         self.role = config.get("role")
@@ -551,6 +552,17 @@ def _limit_memory(gib) -> None:
     if hard != resource.RLIM_INFINITY:
         want = min(want, hard)
     resource.setrlimit(resource.RLIMIT_DATA, (want, want))
+
+
+def _no_core_dumps() -> None:
+    """A layer that crashes its process (os.abort, a segfault in native code) writes no core file: none lands in
+    the user's directory, and the process ends at once instead of writing a framework's whole memory out first
+    (the judge reports the signal either way)."""
+    import resource
+    try:
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    except (AttributeError, ValueError, OSError):  # a platform without the limit
+        pass
 
 
 FORKED_ACCEPT_TIMEOUT = 60.0  # seconds a forked executor waits for the judge before it gives up
