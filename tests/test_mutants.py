@@ -4,7 +4,7 @@ axes the mistake really breaks), is reported blocked on exactly the checks decla
 or skips every other check; the bundled reference implementations pass every check.
 
 The verdicts come the way a user's run gets them: each implementation imported and checked in executors
-(one session per framework for the module; each target in a process of its own)."""
+(one session per framework for the test process; each target in a process of its own)."""
 import importlib
 import importlib.util
 
