@@ -575,8 +575,8 @@ def _preload(framework: str) -> None:
     module = importlib.import_module(f"layer_conformance.layerside.adapters.{framework}")
     # a module another version of the framework lacks: its executors import what they need then
     _import_or_call(getattr(module.FrameworkAdapter, "preloaded", ()), missing_ok=True)
-    # the wire's bfloat16 (harness/wire.py): 0.5 s of its own import, once per run rather than once
-    # per target in every forked process that meets a bfloat16 array (JAX and TensorFlow import it anyway)
+    # the wire's bfloat16 (harness/wire.py): up to 0.5 s of its own import (ml_dtypes 0.7), once per run rather
+    # than once per target in every forked process that meets a bfloat16 array (JAX and TensorFlow import it anyway)
     _import_or_call(["ml_dtypes"], missing_ok=True)
 
 
