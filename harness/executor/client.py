@@ -576,7 +576,7 @@ class Executor:
                     raise self._out_of_memory()
                 return msg
             except self.channel.TimeoutError:
-                pass
+                self._resume_if_stopped()
             except (EOFError, OSError) as exc:
                 if self.group is not None and self.group.ran_out_of_memory:
                     raise self._out_of_memory() from exc
@@ -597,6 +597,21 @@ class Executor:
                                    f"--memory-limit) and was killed", out_of_memory=True)
             if self.group is not None and self.group.ran_out_of_memory:
                 raise self._out_of_memory()
+
+    def _resume_if_stopped(self):
+        """A process the judge waits on that was stopped (SIGSTOP from the layer: its own, or the zygote's from a
+        target forked by it) is resumed at once, rather than its deadline waited out; a layer that stops it
+        again and again still meets the deadline. A process stopped by a tracer (state "t") is left alone."""
+        pid = self.pid
+        if not pid:
+            return
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                state = f.read().rpartition(b")")[2].split()[:1]
+            if state == [b"T"]:
+                os.kill(pid, signal.SIGCONT)
+        except (OSError, ValueError):
+            pass
 
     def _out_of_memory(self) -> ExecutorLost:
         """The kernel killed a process of the executor's cgroup at its memory limit (the executor, or a process it
