@@ -95,6 +95,24 @@ def test_a_dead_zygote_is_replaced(session):
     assert zygote.started == 2
 
 
+def test_a_stopped_zygote_is_resumed_not_waited_out(session):
+    """A layer forked from the zygote can SIGSTOP it (they share a PID namespace): the judge, waiting on the
+    zygote for the next fork, sends it SIGCONT, so the fork is served by the same zygote at once instead of
+    timing out (FORK_TIMEOUT) and replacing it."""
+    import signal
+    with session.fresh_adapter("torch"):
+        pass
+    zygote = session.zygotes["torch"]
+    os.kill(zygote.pid, signal.SIGSTOP)
+    deadline = time.monotonic() + 10
+    while _state(zygote.pid) != "T":  # the signal is delivered soon after, not within the call
+        assert time.monotonic() < deadline, _state(zygote.pid)
+        time.sleep(0.01)
+    with session.fresh_adapter("torch") as fresh:
+        assert _eval(fresh._executor, "__import__('os').getppid()") == _own_pid(zygote)
+    assert zygote.started == 1 and _state(zygote.pid) != "T"
+
+
 def test_only_the_zygote_forks():
     ex = Executor("fresh", "torch")
     try:

@@ -603,15 +603,9 @@ class Executor:
         target forked by it) is resumed at once, rather than its deadline waited out; a layer that stops it
         again and again still meets the deadline. A process stopped by a tracer (state "t") is left alone."""
         pid = self.pid
-        if not pid:
-            return
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                state = f.read().rpartition(b")")[2].split()[:1]
-            if state == [b"T"]:
+        if pid and sandboxing.process_state(pid) == "T":
+            with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGCONT)
-        except (OSError, ValueError):
-            pass
 
     def _out_of_memory(self) -> ExecutorLost:
         """The kernel killed a process of the executor's cgroup at its memory limit (the executor, or a process it

@@ -409,6 +409,16 @@ def _write(d: str, name: str, value) -> None:
 
 
 # -- host pids -------------------------------------------------------------------------------------------
+def process_state(pid: int) -> str | None:
+    """The state letter of a process in /proc (R, S, D, Z, T stopped by a signal, t stopped by a tracer), or
+    None where there is no such process."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
 def _status(pid: int) -> dict:
     out = {}
     with contextlib.suppress(OSError):

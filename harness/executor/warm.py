@@ -26,6 +26,8 @@ import sys
 import time
 from pathlib import Path
 
+from .sandbox import process_state
+
 DEFAULT_SECONDS = 600.0  # how long a kept zygote waits for the next run
 ENTRY = "from layer_conformance.layerside.server import serve_warm; serve_warm()"
 
@@ -58,16 +60,8 @@ def key(framework: str, python: str, memory_limit_gib, sandbox: str, path: list[
     return f"{framework}-" + hashlib.sha256(json.dumps(said, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _state(pid: int) -> str | None:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return None
-
-
 def _alive(pid: int | None) -> bool:
-    return bool(pid) and _state(pid) not in (None, "Z")
+    return bool(pid) and process_state(pid) not in (None, "Z")
 
 
 class Warm:
@@ -95,7 +89,7 @@ class Warm:
     def answers(self, namespaces: bool) -> bool:
         """Alive and not stopped: a connection to a stopped zygote would wait for ever."""
         pids = {self.root_pid, self.host_pid(namespaces)}
-        return all(p and _state(p) not in (None, "Z", "T", "t") for p in pids)
+        return all(p and process_state(p) not in (None, "Z", "T", "t") for p in pids)
 
     def forget(self):
         """It does not answer (stopped, or gone): ended, and out of the registry."""
