@@ -44,11 +44,98 @@ class CheckSpec:
     # it compares derivatives, so the gradients' tolerance table judges it (``tolerances.GRADIENTS``); the
     # others are judged by the values' table
     gradient_tolerances: bool = False
+    # the closed list of reasons (``NA_REASONS``' codes) for which it may come to n/a beyond the contract's keys,
+    # which every check accepts; an n/a for any other reason is a failure of the check
+    not_applicable: tuple[str, ...] = ()
 
     @property
     def function(self) -> Callable:
         """``check_<id>`` of its module (imported on first use)."""
         return getattr(importlib.import_module(f"{__package__}.checks.{self.module}"), f"check_{self.id}")
+
+
+@dataclass(frozen=True)
+class NaReason:
+    """One reason a check may come to n/a, and who it rests on (``record.NA_SOURCES``)."""
+    code: str
+    source: str        # "contract" | "framework" | "layer"
+    means: str
+    # source "framework": the frameworks the judge knows it of; the same claim from another framework's executor
+    # is a failure
+    frameworks: tuple[str, ...] = ()
+
+
+_MX = ("mxnet",)
+NA_REASONS: dict[str, NaReason] = {r.code: r for r in (
+    NaReason("contract", "contract", "a key of the contract says so (frameworks.<fw>.not_applicable, a section's "
+                                     "not_applicable, a layer or function contract without the mechanism)"),
+    NaReason("contract_cases", "contract", "the contract's cases or sections give the check nothing to compare "
+                                           "(no two alike differentiable inputs, no batch axis, no format here)"),
+    NaReason("immutable_arrays", "framework", "the framework's arrays are immutable: a layer cannot write its "
+                                              "input", ("jax", "tensorflow")),
+    NaReason("no_strides", "framework", "the framework's arrays have no memory layout a layer can see",
+             ("jax", "tensorflow", "mxnet")),
+    NaReason("no_format", "framework", "the framework has no such saving format",
+             ("torch", "tensorflow", "jax", "mxnet")),
+    NaReason("no_forward_mode", "framework", "MXNet 1.9.1 has no forward-mode differentiation", _MX),
+    NaReason("no_double_backward", "framework", "MXNet 1.9.1 cannot differentiate twice through its Functions", _MX),
+    NaReason("no_vmap", "framework", "MXNet 1.9.1 has no vectorising transform", _MX),
+    NaReason("no_dtype", "framework", "MXNet 1.9.1 has no bfloat16 for Gluon layers", _MX),
+    NaReason("imperative_function", "framework", "an MXNet autograd.Function runs imperatively only: no graph to "
+                                                 "hybridize, save or infer shapes from", _MX),
+    NaReason("function_alias_gradient", "framework", "an MXNet autograd.Function gives no gradient to one array "
+                                                     "passed twice", _MX),
+    # said by the layer's own process, about the layer: a claim, listed by the gate and failed by --strict-na
+    NaReason("custom_function_no_vmap", "layer", "a custom torch.autograd.Function without a vmap rule"),
+    NaReason("not_a_module", "layer", "the constructor makes no module of the framework's kind"),
+    NaReason("no_state", "layer", "the module holds no state"),
+    NaReason("lazy_module", "layer", "a lazy module: its state takes its shape from the first call"),
+    NaReason("not_hybrid", "layer", "a gluon Block, not a HybridBlock: no graph to compile, save or infer shapes "
+                                    "from"),
+    NaReason("untraceable", "layer", "the layer cannot be traced with abstract inputs (a custom Function, a "
+                                     "data-dependent shape)"),
+    NaReason("no_cast", "layer", "the layer cannot be cast to the dtype"),
+    NaReason("no_kernel", "layer", "the framework has no kernel for what the layer computes in this dtype on this "
+                                   "machine"),
+    NaReason("no_precision_policy", "layer", "the layer takes no mixed-precision policy (a function, or a "
+                                             "constructor without dtype arguments)"),
+    NaReason("no_gradient", "layer", "the layer's normal call gives the inputs no gradient"),
+    NaReason("parts", "layer", "every part of the check is n/a, for the reasons its message lists"),
+)}
+
+# the reasons a check that builds the layer in a contract's dtype may meet there
+_IN_DTYPE = ("no_cast", "no_dtype", "no_kernel")
+
+
+def na_source(exc) -> str:
+    """Who a ``record.NotApplicable`` rests on: the catalogue's word for its reason (one made of others carries its
+    parts' least trusted); "layer" for a reason the catalogue does not know."""
+    reason = NA_REASONS.get(exc.code)
+    return exc.source or (reason.source if reason is not None else "layer")
+
+
+def na_of(parts):
+    """One ``record.NotApplicable`` for a check whose every part is n/a: the reasons joined, resting on its least
+    trusted part."""
+    from .record import NA_SOURCES, NotApplicable
+    parts = list(parts)
+    worst = max((na_source(p) for p in parts), key=NA_SOURCES.index, default="layer")
+    codes = {p.code for p in parts}
+    return NotApplicable("; ".join(dict.fromkeys(p.reason for p in parts)),
+                         code=codes.pop() if len(codes) == 1 else "parts", source=worst)
+
+
+def na_accepted(check: str, code: str, framework: str) -> str | None:
+    """Why an n/a for reason ``code`` on ``check`` in ``framework`` is refused, or None where the catalogue
+    accepts it (the contract's keys always are)."""
+    reason = NA_REASONS.get(code)
+    if reason is None:
+        return "it names no reason the harness knows" if code else "it names no reason"
+    if reason.source != "contract" and code not in _SPECS[check].not_applicable:
+        return f"{code!r} is not a reason {check} can be n/a for"
+    if reason.source == "framework" and framework not in reason.frameworks:
+        return f"{code!r} is not a limit of {framework}"
+    return None
 
 
 # Why these values: the layer must follow the framework's mode switch (``modes``) before its outputs can be
@@ -68,38 +155,54 @@ CATALOG: tuple[CheckSpec, ...] = (
     CheckSpec("devices", "registration", device_column=True, prerequisites=("modes",)),
     CheckSpec("device_parity", "registration", device_column=True, prerequisites=("modes", "values")),
     CheckSpec("values", "numerics", per_dtype=True, prerequisites=("modes",),
-              blocks_because="the outputs already differ from the reference"),
-    CheckSpec("native", "numerics", per_dtype=True, prerequisites=("modes", "values")),
+              blocks_because="the outputs already differ from the reference",
+              not_applicable=_IN_DTYPE),
+    CheckSpec("native", "numerics", per_dtype=True, prerequisites=("modes", "values"),
+              not_applicable=_IN_DTYPE),
     CheckSpec("gradients", "numerics", per_dtype=True, gradient_tolerances=True,
-              prerequisites=("modes", "values"), blocks_because="the first derivatives are already wrong"),
+              prerequisites=("modes", "values"), blocks_because="the first derivatives are already wrong",
+              not_applicable=_IN_DTYPE),
     CheckSpec("strict_loading", "loading"),
     CheckSpec("modes", "modes", per_dtype=True,
-              blocks_because="the layer does not follow the framework's training/inference switch"),
-    CheckSpec("properties", "properties", per_dtype=True, prerequisites=("modes", "values")),
-    CheckSpec("forward_mode", "forward", per_dtype=True, gradient_tolerances=True, prerequisites=("modes", "values")),
+              blocks_because="the layer does not follow the framework's training/inference switch",
+              not_applicable=_IN_DTYPE),
+    CheckSpec("properties", "properties", per_dtype=True, prerequisites=("modes", "values"),
+              not_applicable=_IN_DTYPE),
+    CheckSpec("forward_mode", "forward", per_dtype=True, gradient_tolerances=True, prerequisites=("modes", "values"),
+              not_applicable=("no_forward_mode", *_IN_DTYPE)),
     CheckSpec("second_order", "second_order", per_dtype=True, gradient_tolerances=True,
-              prerequisites=("modes", "values", "gradients")),
+              prerequisites=("modes", "values", "gradients"),
+              not_applicable=("no_double_backward", *_IN_DTYPE)),
     # compares the layer with itself (examples alone, permuted, one changed, vectorised), not with the reference,
     # so wrong values do not block it: a layer that mixes examples fails both
-    CheckSpec("batching", "batching", prerequisites=("modes",)),
+    CheckSpec("batching", "batching", prerequisites=("modes",),
+              not_applicable=("contract_cases", "no_vmap", "custom_function_no_vmap")),
     # compare the layer with itself on other memory layouts or one tensor passed twice, so wrong values or first
     # derivatives block them (their comparisons are of outputs and gradients)
-    CheckSpec("layout", "layout", prerequisites=("modes", "values", "gradients")),
-    CheckSpec("aliasing", "aliasing", prerequisites=("modes", "values", "gradients")),
+    CheckSpec("layout", "layout", prerequisites=("modes", "values", "gradients"),
+              not_applicable=("no_strides",)),
+    CheckSpec("aliasing", "aliasing", prerequisites=("modes", "values", "gradients"),
+              not_applicable=("contract_cases", "immutable_arrays", "function_alias_gradient", "no_gradient", "parts")),
     # the layer against itself: shapes and dtypes computed without data, and a program with a symbolic batch
-    CheckSpec("abstract", "abstract", prerequisites=("modes",)),
-    CheckSpec("compiled", "compiled", alongside=True, prerequisites=("modes", "serialization")),
-    CheckSpec("export", "export", fresh_process=True, alongside=True, prerequisites=("modes",)),
+    CheckSpec("abstract", "abstract", prerequisites=("modes",),
+              not_applicable=("imperative_function", "not_hybrid", "untraceable", "custom_function_no_vmap", "no_vmap", "parts")),
+    CheckSpec("compiled", "compiled", alongside=True, prerequisites=("modes", "serialization"),
+              not_applicable=("imperative_function", "not_hybrid")),
+    CheckSpec("export", "export", fresh_process=True, alongside=True, prerequisites=("modes",),
+              not_applicable=("contract_cases", "no_format", "imperative_function", "not_hybrid", "untraceable", "parts")),
     # builds the layer the ways real code does (factory kwargs and meta-device initialisation in torch, build()
     # alone in Keras, nnx.eval_shape in JAX, deferred initialisation in Gluon) and compares the state with a
     # plain build's: about the constructor, so nothing blocks it, and once per target
-    CheckSpec("construction", "construction"),
+    CheckSpec("construction", "construction",
+              not_applicable=("not_a_module", "no_state", "lazy_module", "parts")),
     CheckSpec("mixed_precision", "mixed_precision", fresh_process=True, prerequisites=("modes",),
               opt_in="runs every layer under each framework's mixed-precision mechanisms, which a layer used only "
-                     "in its own dtype never meets (about 1.03x the matrix's time)"),
+                     "in its own dtype never meets (about 1.03x the matrix's time)",
+              not_applicable=("no_precision_policy", "not_a_module", "no_kernel", "parts")),
 )
 
 CHECK_IDS = tuple(c.id for c in CATALOG)
+_SPECS = {c.id: c for c in CATALOG}
 DEFAULT_CHECKS = [c.id for c in CATALOG if not c.opt_in]
 OPT_IN = {c.id: c.opt_in for c in CATALOG if c.opt_in}
 PER_DTYPE = tuple(c.id for c in CATALOG if c.per_dtype)

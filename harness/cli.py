@@ -65,7 +65,7 @@ def _merge(args) -> int:
     print(f"merged {len(args.results)} file(s), {len(doc['results'])} records: {out}")
     # the shards' records carry the excuses their runs' expectations gave; each file covered its plan (merge)
     judged = verdict(doc["results"], baseline=baseline["results"] if baseline else None,
-                     strict=args.strict_expectations)
+                     strict=args.strict_expectations, strict_na=args.strict_na)
     comparison = judged.comparison
     if args.html:   # the run's HTML output, reading the merged result as it reads a run's
         from .outputs import Result, html
@@ -126,6 +126,9 @@ def main(argv=None) -> int:
                      help="gate on regressions against this results file instead (implies --gate)")
     mrg.add_argument("--strict-expectations", action="store_true",
                      help="with --gate: an expected failure that now passes fails the gate")
+    mrg.add_argument("--strict-na", action="store_true",
+                     help="with --gate: an n/a on the layer's own word that no shard's expectations accepted fails "
+                          "the gate")
     mrg.add_argument("--html", metavar="OUT.html", help="also write the HTML report of the merged results")
     summ = sub.add_parser("summary", help="print the summary table (one row per target, one column per check)")
     summ.add_argument("results", nargs="+", metavar="RESULTS.json")

@@ -23,19 +23,6 @@ def unexpected_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {message}{where}"
 
 
-def raised_in_adapter(exc: BaseException) -> bool:
-    """Whether the harness's own adapter code raised ``exc`` on its own: the deepest frame is in the
-    adapters, and no frame of the code under test is on the way there (a layer that calls into adapter
-    code to raise NotApplicable from there is still the layer raising)."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    if not frames:
-        return False
-    adapters = os.path.join(_HARNESS, "layerside", "adapters")
-    if os.path.dirname(os.path.abspath(frames[-1].filename)) != adapters:
-        return False
-    return not any(_is_user(f.filename) for f in frames)
-
-
 # names a file to which executors append one line per exception that harness code raised (see
 # ``note_harness_error``): the harness's own tests set it while judging correct layers, where any such line is a bug
 HARNESS_ERRORS_ENV = "CONFORMANCE_HARNESS_ERRORS"

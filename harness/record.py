@@ -7,6 +7,7 @@ The results file (``layer_conformance.results``) stores records in their JSON fo
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 
 # the identity of a record: two records with the same key are about the same check on the same target.
@@ -36,6 +37,8 @@ class Record:
     details: dict | None = None      # what the check measured (largest error, tolerances, notes)
     blocked_by: str = ""             # outcome blocked: the check that names the mistake
     not_applicable: bool = False     # skipped as n/a (NotApplicable), ``message`` the reason: the one n/a field
+    na_source: str = ""              # n/a: who says so (``NA_SOURCES``): the contract, the framework's known limits
+                                     # (both held by the judge), or the layer's own process (a claim the gate lists)
     unavailable: bool = False        # skipped because the device is not present here
     usage_error: bool = False        # the binding does not fit its layer (the run exits 4)
     not_run: bool = False            # planned, never reported (an interrupted run)
@@ -46,6 +49,13 @@ class Record:
     unexpectedly_passed: bool = False
     expectation: dict | None = None  # the covering entry: reason, link, where
     extra: dict = field(default_factory=dict)   # fields this version does not know, kept on a round trip
+
+    def __post_init__(self):
+        # text that came from the code under test is inert in every view made of the record (terminal, pytest's
+        # reports, JUnit, HTML, the results file): no escape sequence can move a reader's cursor or erase a line
+        self.message = inert(self.message)
+        if self.details:
+            self.details = inert(self.details)
 
     def key(self) -> tuple:
         return tuple(str(getattr(self, k)) for k in KEY)
@@ -112,6 +122,28 @@ class Record:
         return rec if isinstance(rec, cls) else cls.from_json(rec)
 
 
+# C0 controls but tab and newline, DEL, C1 controls, and lone surrogates (which no UTF-8 stream can carry)
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def inert(value):
+    """``value`` with every control character and escape sequence (CSI, OSC, C1) of its text made visible as
+    ``\\x1b``-style escapes; mappings and lists are made so throughout, other values kept."""
+    if isinstance(value, str):
+        return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                            else f"\\u{ord(m.group()):04x}", value)
+    if isinstance(value, dict):
+        return {inert(k): inert(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(inert(v) for v in value)
+    return value
+
+
+# who an n/a rests on, most trusted first: a contract key the judge read before user code ran; a limit of the
+# framework the judge holds itself (``check_catalog.NA_REASONS``); the layer's own process, which could say anything
+NA_SOURCES = ("contract", "framework", "layer")
+
+
 class NotApplicable(Exception):
     """The one way to say "this check does not apply here, because REASON", end to end: adapters (the framework
     lacks the mechanism), checks (this layer has no such thing) and the contract's keys (``checks.applicable``)
@@ -122,9 +154,14 @@ class NotApplicable(Exception):
 
     Not a plain skip (``checks.CheckSkipped``, a record with ``not_applicable`` false): see the comment there."""
 
-    def __init__(self, reason: str):
+    def __init__(self, reason: str, code: str = "", source: str = ""):
         super().__init__(reason)
         self.reason = reason
+        # the reason's id in ``check_catalog.NA_REASONS`` (the closed list each check declares); ``source`` only for
+        # an n/a made of others (``check_catalog.na_of``): the judge reads who it rests on from the catalogue
+        # (``check_catalog.na_source``), never from the executor's word
+        self.code = code
+        self.source = source
 
 
 _ALWAYS = (set(KEY) - set(OPTIONAL_KEY)) | {"outcome", "message"}

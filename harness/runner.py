@@ -16,7 +16,7 @@ from .binding import mapped
 from .checks import CHECKS, DEFAULT_CHECKS, PER_DTYPE, CheckContext, CheckFailed, CheckSkipped, unexpected_error
 from .checks.precision import attribute as attribute_precision
 from .checks.blame import CheckBlocked, blocker_for
-from .check_catalog import DEVICE_CHECKS  # the checks the cuda column runs
+from .check_catalog import DEVICE_CHECKS, na_accepted, na_source  # the checks the cuda column runs; n/a's closed lists
 from .errors import EnvironmentProblem, missing_dependency
 
 DEFAULT_TIMEOUT = 60.0  # seconds per check; the contract's `timeout` and --check-timeout override it
@@ -108,7 +108,13 @@ def run_check(ctx: CheckContext, check: str, timeout: float | None = None) -> di
             rec.update(outcome="error", message=f"{exc.message} while running {check}; the check is lost, "
                                                 f"a fresh executor runs the next one")
     except NotApplicable as exc:  # the one n/a: its one record form (layer_conformance.record.NotApplicable)
-        rec.update(outcome="skipped", message=exc.reason, not_applicable=True)
+        refused = na_accepted(check, exc.code, ctx.adapter.name)
+        if refused is None:
+            rec.update(outcome="skipped", message=exc.reason, not_applicable=True, na_source=na_source(exc),
+                       details={"na_reason": exc.code})
+        else:   # n/a is the catalogue's word, not the code under test's: any other reason is the check's failure
+            rec.update(outcome="failed", message=f"{check} came to 'not applicable' ({exc.reason}) for a reason it "
+                                                f"does not accept: {refused}")
     except CheckSkipped as exc:   # a skip that is not n/a (see checks.base)
         rec.update(outcome="skipped", message=exc.reason)
     except CheckFailed as exc:

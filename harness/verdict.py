@@ -12,8 +12,47 @@ import dataclasses
 from dataclasses import dataclass
 
 from .exitcodes import ExitCode
-from .record import Record, as_records
+from .record import KEY, Record, as_records
 from .results import Comparison, compare
+
+
+def blocker_of(record: Record, lookup):
+    """The record of the check that ``record`` says blocked it (the same target; in the cases' own dtype where it
+    was blocked there), from ``lookup(key)``; None where the run has none."""
+    own = (record.details or {}).get("blocked_in_own_dtype")
+    fields = {**{k: str(getattr(record, k)) for k in KEY}, "check": record.blocked_by, "dtype": "" if own else record.dtype}
+    return lookup(tuple(fields[k] for k in KEY))
+
+
+def settle(record: Record, lookup, *, complete: bool = True) -> Record:
+    """``record`` as the run's own records bear it out. "Blocked" is the judge's conclusion from another record of
+    this run, never the layer's process's word: it stands only where the check it names failed (or is itself
+    blocked by a failure) on the same target; otherwise the check fails with its own symptom. ``complete``: the
+    records are all there (the verdict); else a blocker not yet reported leaves the record as it is."""
+    if record.outcome != "blocked":
+        return record
+    seen, blocker = {record.key()}, blocker_of(record, lookup)
+    while blocker is not None and blocker.outcome == "blocked" and blocker.key() not in seen:
+        seen.add(blocker.key())
+        blocker = blocker_of(blocker, lookup)
+    if blocker is not None and blocker.failing:
+        return record
+    if blocker is None and not complete:
+        return record
+    by = record.blocked_by
+    why = (f"{by} was not part of this run (a narrowed run: --check, --dtype or a shard): run it too, or this "
+           f"check is not verified" if blocker is None else f"{by} {blocker.status()}")
+    details = {k: v for k, v in (record.details or {}).items() if k not in ("symptom", "blocked_in_own_dtype")}
+    symptom = (record.details or {}).get("symptom") or record.message
+    return dataclasses.replace(record, outcome="failed", blocked_by="", details=details or None, extra=dict(record.extra),
+                               message=f"{symptom} (its own failure, not blocked: {why})")
+
+
+def settled(records) -> list[Record]:
+    """``settle`` of each record against all of them."""
+    records = as_records(records)
+    by_key = {r.key(): r for r in records}
+    return [settle(r, by_key.get) for r in records]
 
 
 def expectation_for(expectations, record: Record):
@@ -26,6 +65,8 @@ def expectation_for(expectations, record: Record):
 def excuse(record: Record, expectations) -> tuple | None:
     """What the entries say of this record's outcome, reading the record only: ("expected", entry) for a
     failure an entry covers, ("unexpectedly_passed", entry) for a pass an entry expected to fail, else None."""
+    if record.outcome == "skipped":   # an entry for an n/a accepts it (``accepted_na``): it excuses no failure
+        return None
     exp = expectation_for(expectations, record)
     if exp is None:
         return None
@@ -40,6 +81,10 @@ def excused(record: Record, expectations) -> Record:
     """The record as the entries see it: a copy carrying the entry (``expected`` or ``unexpectedly_passed``,
     and ``expectation``: reason, link, where); the record itself where no entry speaks of it or where it
     already carries one (the run that wrote it applied its own file)."""
+    if record.expectation is None and record.status() == "n/a" and accepted_na(record, expectations):
+        # the entry accepting an n/a travels with the record (a shard's results, judged again at the merge)
+        exp = next(e for e in expectations if e.matches(record) and "skipped" in e.outcomes)
+        return dataclasses.replace(record, expectation=exp.as_record_note(), extra=dict(record.extra))
     said = None if record.expectation is not None else excuse(record, expectations)
     if said is None:
         return record
@@ -65,6 +110,16 @@ def stale_expectations(expectations, records) -> tuple[list, list]:
     return nothing, not_failing
 
 
+def layer_na(records) -> list[Record]:
+    """The n/a records that rest on the layer's own process's word (``record.NA_SOURCES``), once each."""
+    return [r for r in as_records(records) if r.status() == "n/a" and r.na_source == "layer"]
+
+
+def accepted_na(record: Record, expectations) -> bool:
+    """An expectations entry with ``expected: n/a`` accepts this n/a."""
+    return record.expectation is not None or any(e.matches(record) and "skipped" in e.outcomes for e in expectations)
+
+
 @dataclass(frozen=True)
 class Verdict:
     exit_code: ExitCode
@@ -79,6 +134,8 @@ class Verdict:
     other: tuple                   # node ids of failed tests that are no conformance check
     comparison: Comparison | None  # against the baseline, where one was given
     strict: bool = False           # --strict-expectations: xpassed and stale fail it
+    layer_na: tuple = ()           # n/a on the layer's own word, each with whether an entry accepts it
+    strict_na: bool = False        # --strict-na: such an n/a that no entry accepts fails it
 
     @property
     def passed(self) -> bool:
@@ -87,6 +144,15 @@ class Verdict:
     def lines(self) -> list[tuple[str, dict]]:
         """What to print last, as (text, terminal markup): the strict entries' count, then the headline."""
         out = []
+        if self.layer_na:
+            open_ = [r for r, ok in self.layer_na if not ok]
+            out.append((f"n/a on the layer's own word: {len(self.layer_na)} ({len(self.layer_na) - len(open_)} "
+                        f"accepted by an expectations entry; the others "
+                        f"{'fail the run (--strict-na)' if self.strict_na else 'pass, as --strict-na would not'})",
+                        {"yellow": True}))
+            for r, ok in self.layer_na:
+                out.append((f"  {'accepted' if ok else 'n/a'}: {r.describe()}: {r.message}",
+                            {} if ok else {"red": True} if self.strict_na else {"yellow": True}))
         if self.strict and self.stale:
             n = len(self.stale)
             out.append((f"--strict-expectations: {n} stale expectations entr{'y' if n == 1 else 'ies'}: remove or "
@@ -96,7 +162,7 @@ class Verdict:
 
 
 def verdict(records, planned=None, expectations=(), baseline=None, *, strict=False, in_scope=None,
-            interrupted=None, other_failures=(), recorded=(), left_out=None) -> Verdict:
+            interrupted=None, other_failures=(), recorded=(), left_out=None, strict_na=False) -> Verdict:
     """The verdict on ``records`` (``Record`` or their JSON form).
 
     planned: the node ids the run planned (None: not known here; ``merge`` has checked each file's plan); one
@@ -105,12 +171,13 @@ def verdict(records, planned=None, expectations=(), baseline=None, *, strict=Fal
     baseline: the baseline's records: then only regressions fail it (``Comparison.regressions``), and
       ``in_scope(old_record)`` says which baseline checks this run was asked to run.
     strict: an expected failure that passes, and a stale entry, fail it.
+    strict_na: an n/a on the layer's own word (``layer_na``) that no ``expected: n/a`` entry accepts fails it.
     interrupted: why the run stopped early (truthy): no verdict on what it did, exit 2.
     other_failures: node ids of failed tests that are not conformance checks (the user's own tests).
     recorded: entries --update-expectations wrote in this run: they excuse what is still unexcused, and are
       not judged stale. left_out(entry): an entry about what the run left out on purpose, not stale.
     """
-    first = apply_expectations(records, expectations)
+    first = apply_expectations(settled(records), expectations)
     # an entry written for a failure excuses that failure only (an entry without dtype matches every dtype)
     records = [excused(r, recorded) if r.failing else r for r in first]
     recorded_ = tuple(r for r, was in zip(records, first) if r is not was)
@@ -126,6 +193,7 @@ def verdict(records, planned=None, expectations=(), baseline=None, *, strict=Fal
     done = {r.nodeid for r in records}
     missing = tuple(n for n in (planned or ()) if n not in done)
     other = tuple(sorted(set(other_failures) - done))
+    claimed = tuple((r, accepted_na(r, expectations)) for r in layer_na(records))
     parts = []
     if failing:
         parts.append(f"{len(failing)} regression(s) against the baseline" if comparison is not None
@@ -134,6 +202,9 @@ def verdict(records, planned=None, expectations=(), baseline=None, *, strict=Fal
         parts.append(f"{len(xpassed)} expected failure(s) now passing")
     if strict and stale:
         parts.append(f"{len(stale)} stale expectations entr{'y' if len(stale) == 1 else 'ies'}")
+    unaccepted = sum(1 for _, ok in claimed if not ok)
+    if strict_na and unaccepted:
+        parts.append(f"{unaccepted} n/a on the layer's own word (--strict-na)")
     if other:
         parts.append(f"{len(other)} other failing test(s)")
     if missing:
@@ -148,4 +219,4 @@ def verdict(records, planned=None, expectations=(), baseline=None, *, strict=Fal
         headline = "gate: passed" + (" (no regressions against the baseline)" if comparison is not None else "")
     return Verdict(exit_code=code, headline=headline, records=tuple(records), failing=failing, excused=excused_,
                    xpassed=xpassed, stale=stale, missing=missing, recorded=recorded_, other=other,
-                   comparison=comparison, strict=strict)
+                   comparison=comparison, strict=strict, layer_na=claimed, strict_na=strict_na)

@@ -137,19 +137,27 @@ def test_a_crashing_layer_under_xdist_loses_no_other_result(tmp_path):
     assert_judged(proc, by, "Aborts", ("error",), "killed by SIGABRT")
 
 
-def test_unsupported_raised_through_adapter_code_is_still_the_layers():
-    """Only the adapter raising on its own means "unsupported": a layer whose code is on the stack fails."""
-    from layer_conformance.errors import raised_in_adapter
-    from layer_conformance.layerside.adapters.base import Adapter
-    from tests.hostile.torch_hostile import RaisesThroughTheAdapter
-    import torch
-    try:
-        RaisesThroughTheAdapter(8)(torch.ones(2, 8))
-    except NotImplementedError as exc:
-        assert not raised_in_adapter(exc)
-    try:
-        Adapter.jvp(None, None, None, [], [])
-    except NotImplementedError as exc:
-        assert not raised_in_adapter(exc)   # this test's own frame is on the stack
-        exc.__traceback__ = exc.__traceback__.tb_next  # as the executor sees it: harness code called it
-        assert raised_in_adapter(exc)
+
+
+def test_an_executors_not_applicable_is_weighed_by_its_reason_never_by_where_it_was_raised():
+    """n/a said in the layer's process is a claim: a reason of the catalogue that the process may give is taken;
+    no reason, an unknown one, the contract's, or another framework's limit is the layer's failure (a forged
+    adapter frame or a patched classifier gains nothing: nothing reads the traceback)."""
+    from types import SimpleNamespace
+    from layer_conformance.executor.client import Executor, RemoteError
+    from layer_conformance.record import NotApplicable
+
+    def claim(framework, reason, code):
+        info = {"type": "NotApplicable", "message": reason, "text": f"NotApplicable: {reason}",
+                "not_applicable": {"reason": reason, "code": code}}
+        return Executor._claimed_not_applicable(SimpleNamespace(framework=framework, role="layer"), info)
+
+    taken = claim("torch", "no vmap rule", "custom_function_no_vmap")
+    assert isinstance(taken, NotApplicable) and taken.code == "custom_function_no_vmap"
+    assert isinstance(claim("jax", "immutable", "immutable_arrays"), NotApplicable)
+    for framework, code, why in (("torch", "", "names no reason"), ("torch", "made_up", "names no reason"),
+                                 ("torch", "contract", "only the judge says what the contract makes n/a"),
+                                 ("torch", "immutable_arrays", "not a limit of torch"),
+                                 ("torch", "no_strides", "not a limit of torch")):
+        refused = claim(framework, "forged", code)
+        assert isinstance(refused, RemoteError) and why in refused.remote_text, (code, refused)

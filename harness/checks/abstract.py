@@ -95,7 +95,7 @@ def check_abstract(ctx):
     if all(not s.startswith("n/a") and " n/a: " in s for s in said) and details["symbolic_batch"].startswith("n/a"):
         # nothing ran: the framework holds this layer no way without data
         reasons = dict.fromkeys([s.partition(" n/a: ")[2] for s in said] + [details["symbolic_batch"][5:]])
-        raise NotApplicable("; ".join(reasons))
+        raise NotApplicable("; ".join(reasons), code="parts")
     return details
 
 

@@ -26,6 +26,7 @@ from ..reference_run import reference
 from .base import CheckFailed, CheckSkipped, unexpected_error
 from .common import reference_vjp
 from .mistakes import hint
+from ..check_catalog import na_of
 from .optional import call_adapter
 
 
@@ -46,13 +47,14 @@ def _same_tensor(ctx, problems, hints):
     """Part 1; its note, or raises NotApplicable with why it does not apply."""
     contract, adapter = ctx.contract, ctx.adapter
     if not ctx.is_function:
-        raise NotApplicable("one tensor passed twice: the contract is a layer, not a function of several inputs")
+        raise NotApplicable("one tensor passed twice: the contract is a layer, not a function of several inputs",
+                            code="contract_cases")
     if not contract.gradients.declared:
-        raise NotApplicable("one tensor passed twice: the contract declares no gradient")
+        raise NotApplicable("one tensor passed twice: the contract declares no gradient", code="contract_cases")
     found = _pair(ctx)
     if found is None:
         raise NotApplicable("one tensor passed twice: no case has two differentiable inputs of the same shape and "
-                            "dtype")
+                            "dtype", code="contract_cases")
     case, inputs, i, j, names = found
     fn = ctx.callable(None)
     same = list(inputs)
@@ -62,7 +64,7 @@ def _same_tensor(ctx, problems, hints):
     _, grads, _ = adapter.vjp(fn, None, same, [i, j], ct)
     if grads[i] is None or grads[j] is None:
         raise NotApplicable(f"one tensor passed twice: the normal call gives no gradient for {names[i]!r} or "
-                            f"{names[j]!r}")
+                            f"{names[j]!r}", code="no_gradient")
     want = ctx.output_numpy(grads[i], "a gradient").astype(np.float64) + \
         ctx.output_numpy(grads[j], "a gradient").astype(np.float64)
     dtype = str(ctx.output_numpy(grads[i], "a gradient").dtype)
@@ -100,7 +102,7 @@ def _unchanged(ctx, problems, hints):
     """Part 2; its note, or raises NotApplicable."""
     contract, adapter = ctx.contract, ctx.adapter
     if adapter.immutable_arrays:  # before the layer is built: a layer that cannot be built has it n/a all the same
-        raise NotApplicable(adapter.immutable_arrays)
+        raise NotApplicable(adapter.immutable_arrays, code="immutable_arrays")
     spec = contract.aliasing
     case = contract.cases[0]
     inputs = ctx.case_inputs(case)
@@ -180,10 +182,10 @@ def check_aliasing(ctx):
         try:
             said[part] = run(ctx, problems, hints)
         except NotApplicable as exc:
-            na.append(str(exc))
+            na.append(exc)
             said[part] = f"n/a: {exc}"
     if problems:
         raise CheckFailed("; ".join(problems) + "".join(". " + hint(h) for h in sorted(hints)), **said)
     if len(na) == 2:
-        raise NotApplicable("; ".join(na))
+        raise na_of(na)
     return said

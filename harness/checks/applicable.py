@@ -93,7 +93,7 @@ def contract_says(contract, check: str, framework: str, whole_framework: bool = 
     in ``framework``, or None where they let it run: n/a first (it can never run), then ``checks.<id>.skip``."""
     reason = not_applicable(contract, check, framework, whole_framework)
     if reason:
-        return {"outcome": "skipped", "message": reason, "not_applicable": True}
+        return {"outcome": "skipped", "message": reason, "not_applicable": True, "na_source": "contract"}
     reason = contract.skip_reason(check)
     if reason:
         return {"outcome": "skipped", "message": reason, "not_applicable": False}

@@ -141,7 +141,7 @@ class CheckContext:
             return layer
         cast = self.adapter.to_dtype(layer, self.dtype)
         if cast is None:
-            raise NotApplicable(f"{self.adapter.name} cannot cast this layer to {self.dtype}")
+            raise NotApplicable(f"{self.adapter.name} cannot cast this layer to {self.dtype}", code="no_cast")
         return cast
 
     def callable(self, layer):

@@ -71,7 +71,7 @@ def check_batching(ctx):
         used.append((case, inputs, batched, n))
     if not used:
         raise NotApplicable(f"no case has inputs that share a batch axis {axis} of two or more examples ("
-                            + "; ".join(f"{k!r}: {v}" for k, v in unused.items()) + ")")
+                            + "; ".join(f"{k!r}: {v}" for k, v in unused.items()) + ")", code="contract_cases")
     if unused:
         details["cases_left_out"] = unused
 

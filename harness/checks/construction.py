@@ -50,7 +50,7 @@ def check_construction(ctx):
         said = [hint(h, ctx.adapter.name) for h in hints]
         raise CheckFailed("; ".join(problems).rstrip(".") + "".join(f". {s}" for s in said if s), **details)
     if not ran:
-        raise NotApplicable("; ".join(f"{p['part']}: {p['not_applicable']}" for p in parts))
+        raise NotApplicable("; ".join(f"{p['part']}: {p['not_applicable']}" for p in parts), code="parts")
     return details
 
 

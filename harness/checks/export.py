@@ -81,7 +81,7 @@ def check_export(ctx):
         formats = [f for f in formats if f in wanted]
         if not formats:
             raise NotApplicable(f"the contract limits export to {', '.join(wanted)}, none of which is a "
-                                f"{adapter.name} format (left out: {', '.join(left_out)})")
+                                f"{adapter.name} format (left out: {', '.join(left_out)})", code="contract_cases")
 
     cases = [(case.name, ctx.case_inputs(case), case) for case in contract.cases]
     examples, seen = [], set()
@@ -148,7 +148,7 @@ def check_export(ctx):
     if problems:
         raise CheckFailed("; ".join(problems), **details)
     if all(v.startswith("skipped") for v in outcome.values()):
-        raise NotApplicable("; ".join(f"{f}: {v[len('skipped: '):]}" for f, v in outcome.items()))
+        raise NotApplicable("; ".join(f"{f}: {v[len('skipped: '):]}" for f, v in outcome.items()), code="parts")
     return details
 
 

@@ -56,7 +56,7 @@ def check_mixed_precision(ctx):
             details["policies"][p["policy"]] = f"n/a: {p['not_applicable']}"
     if not runnable:
         from ..record import NotApplicable
-        raise NotApplicable("; ".join(f"{p['policy']}: {p['not_applicable']}" for p in policies))
+        raise NotApplicable("; ".join(f"{p['policy']}: {p['not_applicable']}" for p in policies), code="parts")
 
     case = contract.cases[0]
     inputs = ctx.case_inputs(case)
@@ -111,7 +111,7 @@ def check_mixed_precision(ctx):
         raise CheckFailed(problems.text(), **details)
     if not any(isinstance(v, dict) for v in details["policies"].values()):
         from ..record import NotApplicable
-        raise NotApplicable("; ".join(f"{k}: {v}" for k, v in details["policies"].items()))
+        raise NotApplicable("; ".join(f"{k}: {v}" for k, v in details["policies"].items()), code="parts")
     return details
 
 

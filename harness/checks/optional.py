@@ -4,7 +4,6 @@ A skip here is honest: it names the framework and the method, and never reads as
 """
 from __future__ import annotations
 
-from ..errors import raised_in_adapter
 from ..record import NotApplicable
 from .base import CheckFailed, CheckSkipped
 
@@ -22,19 +21,12 @@ def require(ctx, *methods: str) -> None:
 
 
 def call_adapter(ctx, method: str, *args, **kwargs):
-    """Call an adapter method; a NotImplementedError raised by the adapter itself means unsupported.
-
-    One raised deeper (a framework's own NotImplementedError, e.g. torch forward mode through
-    a Function without ``jvp``) is the implementation's failure and propagates. (In an executor
-    the server makes the same distinction before the answer crosses the boundary.)
-    """
+    """Call an adapter method the adapter implements (``require``: from the executor's hello, said before any code
+    under test was imported). Whatever it raises is the implementation's, a NotImplementedError included (torch
+    forward mode through a Function without ``jvp``): where an exception was raised is no evidence, since the code
+    under test shares the process and can forge any traceback."""
     require(ctx, method)
-    try:
-        return getattr(ctx.adapter, method)(*args, **kwargs)
-    except Exception as exc:
-        if getattr(exc, "in_adapter", False) or (isinstance(exc, NotImplementedError) and _adapters_own(ctx, method, exc)):
-            raise _not_yet(ctx, method) from exc
-        raise
+    return getattr(ctx.adapter, method)(*args, **kwargs)
 
 
 def adapter_part(ctx, method: str, *args, failed):
@@ -49,12 +41,3 @@ def adapter_part(ctx, method: str, *args, failed):
         return None, f"not run: {exc.reason}"
     except Exception as exc:
         raise CheckFailed(failed(exc)) from exc
-
-
-def _adapters_own(ctx, method, exc) -> bool:
-    """Raised by the adapter's method itself, or by adapter code beside it (not deeper, in the framework)."""
-    tb = exc.__traceback__
-    while tb.tb_next is not None:
-        tb = tb.tb_next
-    own = getattr(getattr(type(ctx.adapter), method, None), "__code__", None)
-    return tb.tb_frame.f_code is own or raised_in_adapter(exc)

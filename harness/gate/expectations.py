@@ -13,7 +13,8 @@ from ..record import FAILING, KEY as KEY_FIELDS, Record, as_records
 # applying entries to records is part of the verdict (no pytest there): its functions, under their old names too
 from ..verdict import apply_expectations, excuse, excused, expectation_for, stale_expectations  # noqa: F401
 
-_EXPECTED_SPELLINGS = {"fail": FAILING, "failed": ("failed",), "error": ("error",)}
+# "n/a": the entry accepts an n/a that rests on the layer's own word (--strict-na), as a reviewed fact, not a failure
+_EXPECTED_SPELLINGS = {"fail": FAILING, "failed": ("failed",), "error": ("error",), "n/a": ("skipped",)}
 
 
 def first_line(message, limit=160) -> str:
@@ -115,12 +116,12 @@ def _expected(path, node):
         words = [_scalar(path, "expected", n) for n in node.value]
         written = words
     else:
-        _fail(path, node, "expected", "expected fail, failed, error, or a list of failed/error")
+        _fail(path, node, "expected", "expected fail, failed, error, n/a, or a list of failed/error")
     outcomes: list = []
     for w in words:
         if w not in _EXPECTED_SPELLINGS:
             _fail(path, node, "expected", f"{w!r} is not an outcome that can be expected "
-                                          f"(use fail, failed, error, or a list of failed/error)")
+                                          f"(use fail, failed, error, n/a, or a list of failed/error)")
         outcomes += [o for o in _EXPECTED_SPELLINGS[w] if o not in outcomes]
     return tuple(outcomes), written
 

@@ -28,6 +28,7 @@ class Gate:
                                   or None)
         self.strict = bool(config.getoption("strict_expectations") or config.getini("conformance_strict_expectations"))
         self.update = bool(config.getoption("update_expectations"))
+        self.strict_na = bool(config.getoption("strict_na") or config.getini("conformance_strict_na"))
         # command line only (no ini key): a pull request that edits the project's configuration cannot turn it on
         self.allow_glob = bool(config.getoption("allow_glob_expectations"))
         self.baseline_path = config.getoption("baseline")
@@ -69,10 +70,20 @@ def pytest_addoption(parser):
     g.addoption("--allow-glob-expectations", action="store_true", default=False,
                 help="let expectations entries be globs (e.g. check: \"*\") and leave out check; without it "
                      "an entry names the exact check it excuses")
+    g.addoption("--strict-na", action="store_true", default=False,
+                help="an n/a that rests on the layer's own word (not on the contract or the framework's known "
+                     "limits) fails the run unless an expectations entry accepts it (expected: n/a)")
     g.addoption("--baseline", metavar="OLD.json",
                 help="a previous results file: fail only on regressions against it")
+    g.addoption("--changed-since-ignore", action="append", default=[], metavar="GLOB",
+                help="with --changed-since: a changed file (path from the repository's top level, or a directory "
+                     "above it) that GLOB matches does not select the bindings that import a module from a "
+                     "directory above it; an import or a file the --baseline saw read still selects; repeatable")
+    parser.addini("conformance_changed_since_ignore", "default --changed-since-ignore values (not applied where "
+                  "the branch changes the file that sets them)", type="linelist", default=[])
     parser.addini("conformance_expectations", "default --expectations", type="string", default=None)
     parser.addini("conformance_strict_expectations", "default --strict-expectations", type="bool", default=False)
+    parser.addini("conformance_strict_na", "default --strict-na", type="bool", default=False)
 
 
 def pytest_configure(config):
@@ -240,7 +251,7 @@ def pytest_conformance_verdict(session, records, planned):
         if nothing_selected and judged.passed:
             say(("gate: no layer to check: exit 0 (the lines above say why no changed file selects a binding)",
                  {"green": True}))
-        elif lines:   # a plain run (no gate option) keeps pytest's own summary
+        elif lines or judged.layer_na:   # a plain run (no gate option, no n/a to list) keeps pytest's own summary
             lines += judged.lines()
     return Judgement(verdict=judged, exit_code=exit_code, lines=tuple(lines), baseline=gate.baseline,
                      baseline_name=gate.baseline_path, expectations_added=added)
@@ -252,7 +263,8 @@ def _verdict(gate, run, config, records, planned, recorded=()) -> Verdict:
     untouched = _untouched(run, config)
     return verdict(records, planned, expectations=gate.expectations,
                    baseline=gate.baseline["results"] if gate.baseline is not None else None,
-                   strict=gate.strict, in_scope=_scope(run, config) if gate.baseline is not None else None,
+                   strict=gate.strict, strict_na=gate.strict_na,
+                   in_scope=_scope(run, config) if gate.baseline is not None else None,
                    other_failures=gate.failed_nodeids, recorded=recorded,
                    # --changed-since left the untouched bindings out on purpose: an entry about one is not stale
                    left_out=lambda e: any(e.could_match(contract=names, impl=impl) for impl, names in untouched))

@@ -82,7 +82,7 @@ def test_every_contract_key_maps_through_contract_says(tmp_path):
     assert contract_says(c, "values", "torch") == {"outcome": "skipped", "message": "too slow here",
                                                    "not_applicable": False}
     assert contract_says(c, "export", "torch") == {"outcome": "skipped", "message": "served from C++",
-                                                   "not_applicable": True}
+                                                   "not_applicable": True, "na_source": "contract"}
     said = contract_says(c, "native", "tensorflow")
     assert said["not_applicable"] and "Keras has none" in said["message"], said
     said = contract_says(c, "values", "mxnet", whole_framework=True)

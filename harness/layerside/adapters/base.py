@@ -256,12 +256,12 @@ class Adapter:
     def layouts(self, inputs: list) -> list[str]:
         """The memory layouts ``layout_vjp`` can give these inputs besides "contiguous" (torch: "transposed",
         "strided", "channels_last" for 4-D inputs). ``NotApplicable`` where the framework's arrays have none."""
-        raise NotApplicable("no strides: arrays have no memory layout the layer can see")
+        raise NotApplicable("no strides: arrays have no memory layout the layer can see", code="no_strides")
 
     def layout_vjp(self, fn, layer, inputs: list, wrt: list[int], cotangent, layout: str):
         """``vjp`` with every input and the output's gradient laid out in memory as ``layout`` says (same values,
         other strides). Returns (output, input_grads, state_grads) as ``vjp``, native."""
-        raise NotApplicable("no strides: arrays have no memory layout the layer can see")
+        raise NotApplicable("no strides: arrays have no memory layout the layer can see", code="no_strides")
 
     def aliased_vjp(self, fn, inputs: list, i: int, j: int, cotangent, compiled: str | None = None):
         """For a function: the gradient of sum(fn(*inputs) * cotangent) w.r.t. one tensor passed as both input

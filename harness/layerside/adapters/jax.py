@@ -486,7 +486,7 @@ class FrameworkAdapter(Adapter):
     def mixed_precision_policies(self, obj, function=False):
         if function or not inspect.isclass(obj):
             raise NotApplicable("flax's dtype/param_dtype are a Module's constructor arguments; a function computes "
-                              "in its inputs' dtypes")
+                              "in its inputs' dtypes", code="no_precision_policy")
         try:
             params = inspect.signature(obj.__init__).parameters
         except (TypeError, ValueError):
@@ -494,7 +494,7 @@ class FrameworkAdapter(Adapter):
         missing = [a for a in ("dtype", "param_dtype") if a not in params]
         if missing:
             raise NotApplicable(f"the constructor takes no {' or '.join(missing)} argument (flax.nnx's convention "
-                              f"for mixed precision: params created in param_dtype, computed in dtype)")
+                              f"for mixed precision: params created in param_dtype, computed in dtype)", code="no_precision_policy")
         return [{"policy": self._MIXED, "variables": "float32", "compute": "bfloat16", "output": "bfloat16"}]
 
     def mixed_precision_run(self, impl, constructor, inputs, policy, assign=None, cotangent=None, wrt=()):
@@ -521,7 +521,7 @@ class FrameworkAdapter(Adapter):
                 "notes": []}
 
     def input_changes(self, fn, layer, inputs, wrt, cotangent):
-        raise NotApplicable(self.immutable_arrays)
+        raise NotApplicable(self.immutable_arrays, code="immutable_arrays")
 
     # -- the compiler --------------------------------------------------------------------------
     def compilers(self, backend=None):
@@ -608,7 +608,7 @@ class FrameworkAdapter(Adapter):
                     except (jax.errors.UnexpectedTracerError, jax.errors.ConcretizationTypeError) as exc:
                         # what the harness's own calls do with it too: such a function runs eagerly only
                         raise NotApplicable("jax.export holds programs traced with abstract inputs, and this one "
-                                          "cannot be traced that way: " + str(exc).splitlines()[0]) from None
+                                          "cannot be traced that way: " + str(exc).splitlines()[0], code="untraceable") from None
                     # vjp_order=1: without it the deserialized program has no VJP at all
                     blob = exported.serialize(vjp_order=1)
                 with open(os.path.join(path, f"program{i}.bin"), "wb") as f:
@@ -620,7 +620,7 @@ class FrameworkAdapter(Adapter):
             with open(os.path.join(path, "layer.pkl"), "wb") as f:
                 pickle.dump((graphdef, jax.tree.map(_to_numpy_keeping_keys, state)), f)
             return {"gradients": "kept"}
-        raise NotApplicable(f"{fmt} is not a JAX format")
+        raise NotApplicable(f"{fmt} is not a JAX format", code="no_format")
 
     def export_load(self, fmt, path, impl_spec=None, constructor=None, examples=None):
         import glob
@@ -648,7 +648,7 @@ class FrameworkAdapter(Adapter):
                 layer = nnx.merge(graphdef, jax.tree.map(_from_numpy_keeping_keys, state,
                                                          is_leaf=lambda v: isinstance(v, _KeyData)))
             return layer, layer
-        raise NotApplicable(f"{fmt} is not a JAX format")
+        raise NotApplicable(f"{fmt} is not a JAX format", code="no_format")
 
     # -- construction: the ways real code builds a layer (the construction check) ---------------------------
     def construction_run(self, impl, constructor, inputs, expected, other=None):
@@ -656,12 +656,12 @@ class FrameworkAdapter(Adapter):
         plain = self.construct(impl, constructor)
         if not isinstance(plain, nnx.Module):
             raise NotApplicable(f"the constructor makes a {type(plain).__name__}, not an nnx.Module: no state for "
-                                f"nnx.eval_shape to describe or a seed to repeat")
+                                f"nnx.eval_shape to describe or a seed to repeat", code="not_a_module")
         # RNG streams (nnx.RngState) too: left out of the saved state, but made from the seed like the rest
         real = {n: (tuple(jnp.shape(_value(v))), str(_value(v).dtype)) for n, v in _seeded(plain).items()}
         if not real:
             raise NotApplicable("the module holds no nnx.Variable: no state for nnx.eval_shape to describe or a seed "
-                                "to repeat")
+                                "to repeat", code="no_state")
         part = "nnx.eval_shape(lambda: Layer(...))"
         problems, hint = [], None
         try:

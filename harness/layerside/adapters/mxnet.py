@@ -85,7 +85,7 @@ def _array(value, ctx=None, dtype=None):
     """An array of the kind the process uses (``mx.np`` after npx.set_np, else ``mx.nd``)."""
     value = np.asarray(value)
     if value.dtype.name in _NO_DTYPE:
-        raise NotApplicable(_NO_DTYPE[value.dtype.name])
+        raise NotApplicable(_NO_DTYPE[value.dtype.name], code="no_dtype")
     if value.ndim == 0 and not mx.util.is_np_shape():
         # legacy operators read shape () as "unknown" and refuse it; their scalar is shape (1,),
         # the shape nd.sum returns
@@ -366,28 +366,28 @@ class FrameworkAdapter(Adapter):
         return grad.copy()
 
     def jvp(self, fn, layer, inputs, tangents):
-        raise NotApplicable("MXNet 1.9.1 has no forward-mode differentiation (autograd is reverse mode only)")
+        raise NotApplicable("MXNet 1.9.1 has no forward-mode differentiation (autograd is reverse mode only)", code="no_forward_mode")
 
     def hvp(self, fn, layer, inputs, wrt, cotangent, directions):
         # measured: autograd.grad(create_graph=True) through an autograd.Function gives a gradient
         # outside the graph ("There are no inputs in computation graph that require gradients")
         raise NotApplicable("MXNet 1.9.1 cannot differentiate twice through autograd.Function (its backward "
-                           "is not recorded) and many backward operators register no gradient")
+                           "is not recorded) and many backward operators register no gradient", code="no_double_backward")
 
     _NO_VMAP = ("MXNet 1.9.1 has no vectorising transform (no vmap): only the comparison with examples run alone, "
                 "permuted and changed runs")
 
     def vmap_call(self, fn, layer, inputs, in_axes, axis, required=False):
-        raise NotApplicable(self._NO_VMAP)
+        raise NotApplicable(self._NO_VMAP, code="no_vmap")
 
     def vmap_vjp(self, fn, inputs, in_axes, axis, wrt, cotangent, required=False):
-        raise NotApplicable(self._NO_VMAP)
+        raise NotApplicable(self._NO_VMAP, code="no_vmap")
 
     def aliased_vjp(self, fn, inputs, i, j, cotangent, compiled=None):
         if getattr(fn, "function", None) is not None:
             raise NotApplicable("an MXNet 1.9.1 autograd.Function gives no gradient at all to one array passed for "
                                 "two of its inputs (a correct rule gets zeros: the framework's limitation, which "
-                                "the layer cannot change)")
+                                "the layer cannot change)", code="function_alias_gradient")
         return super().aliased_vjp(fn, inputs, i, j, cotangent, compiled)
 
     def input_changes(self, fn, layer, inputs, wrt, cotangent):
@@ -425,11 +425,11 @@ class FrameworkAdapter(Adapter):
     def compile(self, fn, layer, compiler):
         if layer is None:
             raise NotApplicable("an autograd.Function runs imperatively on NDArrays: MXNet 1.9.1 cannot place it "
-                              "in a hybridized graph, so a function contract has nothing to hybridize")
+                              "in a hybridized graph, so a function contract has nothing to hybridize", code="imperative_function")
         if not isinstance(layer, gluon.HybridBlock):
             raise NotApplicable(f"{type(layer).__name__} is a gluon Block, not a HybridBlock: only a HybridBlock's "
                               f"hybrid_forward compiles to a graph (hybridize() on a Block hybridizes only its "
-                              f"HybridBlock children)")
+                              f"HybridBlock children)", code="not_hybrid")
         return _Hybridized(layer)
 
     def compiled_call(self, compiled, inputs, training=False):
@@ -455,7 +455,7 @@ class FrameworkAdapter(Adapter):
 
     def to_dtype(self, layer, dtype):
         if dtype in _NO_DTYPE:
-            raise NotApplicable(_NO_DTYPE[dtype])
+            raise NotApplicable(_NO_DTYPE[dtype], code="no_dtype")
         if not isinstance(layer, gluon.Block):
             return layer
         dense = []
@@ -463,7 +463,7 @@ class FrameworkAdapter(Adapter):
         if dtype == "float16" and dense and all(c.device_type == "cpu" for d in dense
                                                 for p in d.collect_params().values() for c in _contexts(p)):
             raise NotApplicable("MXNet 1.9.1's FullyConnected (gluon.nn.Dense) runs in float16 only through "
-                              "cuDNN, not on the CPU")
+                              "cuDNN, not on the CPU", code="no_kernel")
         # a hybridized block's cached op holds ctypes pointers that cannot be copied; it is
         # rebuilt on the next call
         layer.apply(lambda b: b._clear_cached_op() if isinstance(b, gluon.HybridBlock) else None)
@@ -527,12 +527,12 @@ class FrameworkAdapter(Adapter):
             return ["gluon.export"]
         if isinstance(obj, gluon.Block):
             raise NotApplicable("a gluon Block (not a HybridBlock) has no symbolic graph: Gluon 1.9.1 saves a whole "
-                              "layer only through HybridBlock.hybridize() + export")
-        raise NotApplicable("an autograd.Function runs imperatively only: Gluon 1.9.1 has no format that saves it")
+                              "layer only through HybridBlock.hybridize() + export", code="not_hybrid")
+        raise NotApplicable("an autograd.Function runs imperatively only: Gluon 1.9.1 has no format that saves it", code="imperative_function")
 
     def export_save(self, obj, fmt, examples, path):
         if fmt != "gluon.export":
-            raise NotApplicable(f"{fmt} is not a Gluon format")
+            raise NotApplicable(f"{fmt} is not a Gluon format", code="no_format")
         os.makedirs(path, exist_ok=True)
         obj.hybridize()
         with autograd.predict_mode():
@@ -542,7 +542,7 @@ class FrameworkAdapter(Adapter):
 
     def export_load(self, fmt, path, impl_spec=None, constructor=None, examples=None):
         if fmt != "gluon.export":
-            raise NotApplicable(f"{fmt} is not a Gluon format")
+            raise NotApplicable(f"{fmt} is not a Gluon format", code="no_format")
         symbol, params = os.path.join(path, "layer-symbol.json"), os.path.join(path, "layer-0000.params")
         # the graph's inputs are its arguments that the parameter file does not hold
         held = {k.split(":", 1)[-1] for k in mx.nd.load(params)}
@@ -562,9 +562,9 @@ class FrameworkAdapter(Adapter):
         mx.random.seed(0)
         plain = self.construct(impl, constructor)
         if not isinstance(plain, gluon.Block):
-            raise NotApplicable(f"the constructor makes a {type(plain).__name__}, not a Gluon block")
+            raise NotApplicable(f"the constructor makes a {type(plain).__name__}, not a Gluon block", code="not_a_module")
         if not self._named(plain):
-            raise NotApplicable("the block holds no parameters: nothing for deferred initialisation to shape")
+            raise NotApplicable("the block holds no parameters: nothing for deferred initialisation to shape", code="no_state")
         want = state(self.build(plain, inputs))
         mx.random.seed(1)
         random = {n for n, v in state(self.build(self.construct(impl, constructor), inputs)).items()
@@ -619,10 +619,10 @@ class FrameworkAdapter(Adapter):
         """The HybridBlock's graph on ``n`` input variables (x0, x1, ...), or NotApplicable."""
         if layer is None:
             raise NotApplicable("an MXNet function runs imperatively on NDArrays: only a HybridBlock's "
-                                "hybrid_forward builds a symbolic graph to infer shapes from")
+                                "hybrid_forward builds a symbolic graph to infer shapes from", code="imperative_function")
         if not isinstance(layer, gluon.HybridBlock):
             raise NotApplicable(f"{type(layer).__name__} is a gluon Block, not a HybridBlock: only a HybridBlock's "
-                                f"hybrid_forward builds a symbolic graph to infer shapes from")
+                                f"hybrid_forward builds a symbolic graph to infer shapes from", code="not_hybrid")
         names = [f"x{i}" for i in range(n)]
         with autograd.predict_mode():
             out = layer(*[mx.sym.var(name) for name in names])
@@ -731,9 +731,9 @@ def _probe_bfloat16(wait_s: float = 60.0) -> None:
         os.kill(pid, signal.SIGKILL)
     _, status = os.waitpid(pid, 0)
     if not left:
-        raise NotApplicable(f"MXNet's bfloat16 operators did not finish on this CPU in {wait_s:.0f} s")
+        raise NotApplicable(f"MXNet's bfloat16 operators did not finish on this CPU in {wait_s:.0f} s", code="no_kernel")
     if os.WIFSIGNALED(status):
         raise NotApplicable(f"MXNet's bfloat16 operators kill the process on this CPU "
-                          f"({signal.Signals(os.WTERMSIG(status)).name}): its oneDNN cannot run them here")
+                          f"({signal.Signals(os.WTERMSIG(status)).name}): its oneDNN cannot run them here", code="no_kernel")
     if os.WEXITSTATUS(status) != 0:
-        raise NotApplicable(f"this CPU has no bfloat16 kernels for MXNet's oneDNN ({said.decode(errors='replace')})")
+        raise NotApplicable(f"this CPU has no bfloat16 kernels for MXNet's oneDNN ({said.decode(errors='replace')})", code="no_kernel")

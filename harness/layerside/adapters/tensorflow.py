@@ -320,7 +320,7 @@ class FrameworkAdapter(Adapter):
         return [by_index.get(i) for i in range(len(inputs))]
 
     def input_changes(self, fn, layer, inputs, wrt, cotangent):
-        raise NotApplicable(self.immutable_arrays)
+        raise NotApplicable(self.immutable_arrays, code="immutable_arrays")
 
     # -- the compiler --------------------------------------------------------------------------
     def compilers(self, backend=None):
@@ -398,7 +398,7 @@ class FrameworkAdapter(Adapter):
                 except Exception as exc:
                     notes["without_option"] = f"saving failed: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
             return notes
-        raise NotApplicable(f"{fmt} is not a TensorFlow/Keras format")
+        raise NotApplicable(f"{fmt} is not a TensorFlow/Keras format", code="no_format")
 
     def export_load(self, fmt, path, impl_spec=None, constructor=None, examples=None):
         if fmt == "keras":
@@ -410,14 +410,14 @@ class FrameworkAdapter(Adapter):
             # TensorFlow alone: a SavedModel is a graph and needs no Python class
             loaded = tf.saved_model.load(os.path.join(path, fmt))
             return _Loaded(loaded), None
-        raise NotApplicable(f"{fmt} is not a TensorFlow/Keras format")
+        raise NotApplicable(f"{fmt} is not a TensorFlow/Keras format", code="no_format")
 
     # -- mixed precision (the mixed_precision check) -------------------------------------------
     _POLICIES = {"mixed_float16": "float16", "mixed_bfloat16": "bfloat16"}
 
     def mixed_precision_policies(self, obj, function=False):
         if function or not (inspect.isclass(obj) and issubclass(obj, keras.layers.Layer)):
-            raise NotApplicable("a Keras dtype policy belongs to a layer; a function computes in its inputs' dtypes")
+            raise NotApplicable("a Keras dtype policy belongs to a layer; a function computes in its inputs' dtypes", code="no_precision_policy")
         return [{"policy": name, "variables": "float32", "compute": compute, "output": compute,
                  "states_compute": True} for name, compute in self._POLICIES.items()]
 
@@ -478,7 +478,7 @@ class FrameworkAdapter(Adapter):
         impl = import_spec(impl) if isinstance(impl, str) else impl
         layer = self.construct(impl, constructor)
         if not isinstance(layer, keras.layers.Layer):
-            raise NotApplicable(f"the constructor makes a {type(layer).__name__}, not a Keras layer")
+            raise NotApplicable(f"the constructor makes a {type(layer).__name__}, not a Keras layer", code="not_a_module")
         shapes = [tuple(np.shape(a)) for a in inputs]
         shape = shapes[0] if len(shapes) == 1 else shapes
         part = "build(input_shape) alone, before any call"

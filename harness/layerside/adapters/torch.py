@@ -312,7 +312,7 @@ class FrameworkAdapter(Adapter):
             raise NotApplicable("a custom torch.autograd.Function here has no setup_context staticmethod and "
                                 "vmap rule (vmap staticmethod or generate_vmap_rule = True), so torch.func cannot "
                                 f"run it (torch: {text.splitlines()[0]}); the contract's batching: {{vmap: "
-                                f"required}} makes this a failure") from None
+                                f"required}} makes this a failure", code="custom_function_no_vmap") from None
         raise exc
 
     def vmap_call(self, fn, layer, inputs, in_axes, axis, required=False):
@@ -541,7 +541,7 @@ class FrameworkAdapter(Adapter):
         if fmt == "state_dict":
             torch.save(module.state_dict(), os.path.join(path, "state.pt"))
             return {"gradients": "kept"}
-        raise NotApplicable(f"{fmt} is not a torch format")
+        raise NotApplicable(f"{fmt} is not a torch format", code="no_format")
 
     def export_load(self, fmt, path, impl_spec=None, constructor=None, examples=None):
         import os
@@ -568,7 +568,7 @@ class FrameworkAdapter(Adapter):
             module = self.build(self.construct(impl, constructor or {}), examples[0])
             module.load_state_dict(torch.load(os.path.join(path, "state.pt"), weights_only=True), strict=True)
             return module, module
-        raise NotApplicable(f"{fmt} is not a torch format")
+        raise NotApplicable(f"{fmt} is not a torch format", code="no_format")
 
     # -- construction: the ways real code builds a layer (the construction check) ---------------------------
     def construction_run(self, impl, constructor, inputs, expected, other=None):
@@ -580,13 +580,13 @@ class FrameworkAdapter(Adapter):
         torch.manual_seed(0)
         plain = self.construct(impl, constructor)
         if not isinstance(plain, torch.nn.Module):
-            raise NotApplicable(f"the constructor makes a {type(plain).__name__}, not an nn.Module")
+            raise NotApplicable(f"the constructor makes a {type(plain).__name__}, not an nn.Module", code="not_a_module")
         state = _module_state(plain)
         if not state:
             raise NotApplicable("the module holds no parameters or buffers: nothing for a factory keyword or an "
-                                "initialisation to place")
+                                "initialisation to place", code="no_state")
         if any(isinstance(t, torch.nn.parameter.UninitializedTensorMixin) for t in state.values()):
-            raise NotApplicable("a lazy module: its state takes its shape from the first call")
+            raise NotApplicable("a lazy module: its state takes its shape from the first call", code="lazy_module")
         torch.manual_seed(1)
         # slots that depend on the seed are random: they must be initialised (finite), not equal
         other = _module_state(self.construct(impl, constructor))
@@ -647,7 +647,7 @@ class FrameworkAdapter(Adapter):
             custom = _custom_functions(module, first)
             if custom:
                 raise NotApplicable(f"torch.export cannot hold the custom autograd.Function(s) {', '.join(custom)} "
-                                    f"with a symbolic batch, as the export check says") from None
+                                    f"with a symbolic batch, as the export check says", code="untraceable") from None
             raise
         outs = []
         with torch.no_grad():
