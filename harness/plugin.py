@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 
 from . import __version__
+from . import import_paths
+import_paths.guard_early()   # before numpy or yaml: a numpy.py beside the run is never imported here (exit 4 below)
 from .frameworks import FRAMEWORKS
 from .nodeids import parse as parse_nodeid, target_name
 from .record import Record
@@ -65,6 +67,10 @@ def pytest_addoption(parser):
     g.addoption("--executor-python", action="append", default=[], metavar="FRAMEWORK=PYTHON",
                 help="the Python that runs a framework's executors, e.g. mxnet=.venv-mxnet/bin/python "
                      "(default: this one)")
+    g.addoption("--untrusted-tree", metavar="PATH", default=None,
+                help="a gate: the tree under test (a pull request's checkout) is PATH, imported only in the layer "
+                     "executors; the working directory is a trusted checkout (conftest.py, contracts, bindings, "
+                     "expectations, baseline)")
     g.addoption("--max-input-elements", type=_element_count, default=None, metavar="N",
                 help=f"largest input a contract may draw, in elements (default {DEFAULT_MAX_INPUT_ELEMENTS}, "
                 f"or ${MAX_INPUT_ELEMENTS_ENV})")
@@ -244,10 +250,77 @@ class JudgeImportGuard:
         return None
 
 
-def _guard_imports():
-    """The judge imports the names of GUARDED and the standard library from the installation only."""
+def _guard_imports(config=None):
+    """The judge imports the names of GUARDED and the standard library from the installation only. With the run's
+    ``config`` (before any executor starts): the tree under test is set (--untrusted-tree, else the working
+    directory), and outside --untrusted-tree a file beside the run that shadows a module the judge, a zygote or a
+    framework imports refuses the run (exit 4, naming it)."""
+    if config is not None:
+        _import_tree(config)
     if not any(isinstance(f, JudgeImportGuard) for f in sys.meta_path):
         sys.meta_path.insert(0, JudgeImportGuard())
+
+
+def _import_tree(config):
+    path = config.getoption("untrusted_tree", None)
+    if not path:
+        import_paths.configure(None)
+        # what was there as the plugin was imported, and what pytest added to sys.path since (rootdir, pythonpath)
+        found = list(dict.fromkeys(import_paths.EARLY + import_paths.shadows()))
+        if found:
+            raise pytest.UsageError(import_paths.refusal(found))
+        return
+    tree = _untrusted_tree_of(path)
+    import_paths.configure(tree)
+    # never on the judge's own import path (a .pth file or PYTHONPATH naming it included)
+    sys.path[:] = [p for p in sys.path if not (isinstance(p, str) and p and _is_within(os.path.realpath(p), tree))]
+
+
+def _is_within(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def _untrusted_tree_of(path: str) -> str:
+    """--untrusted-tree's directory, resolved; a usage error where it cannot be one."""
+    tree = os.path.realpath(path)
+    if not os.path.isdir(tree):
+        raise pytest.UsageError(f"--untrusted-tree {path}: not a directory")
+    if _is_within(os.path.realpath(os.getcwd()), tree):
+        raise pytest.UsageError(f"--untrusted-tree {path}: the working directory is inside it; run from a trusted "
+                                f"checkout (the base branch) and give the tree under test as a directory of its own")
+    return tree
+
+
+class _IgnoreTree:
+    """(--untrusted-tree) pytest collects nothing in the tree under test, so it loads no conftest.py there."""
+
+    def __init__(self, tree: str):
+        self.tree = tree
+
+    def pytest_ignore_collect(self, collection_path, config):
+        return True if _is_within(os.path.realpath(collection_path), self.tree) else None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config, parser, args):
+    """--untrusted-tree: before pytest loads any conftest.py, a file argument inside the tree under test, or a tree
+    named where pytest looks for initial conftests (test* beside an argument), is a usage error; and the tree is
+    never collected."""
+    path = getattr(early_config.known_args_namespace, "untrusted_tree", None)
+    if not path:
+        return
+    tree = _untrusted_tree_of(path)
+    anchors = [os.path.realpath(a.split("::")[0]) for a in early_config.known_args_namespace.file_or_dir or []]
+    for a in anchors:
+        if _is_within(a, tree):
+            raise pytest.UsageError(f"--untrusted-tree {path}: the argument {a} is inside it; the judge collects "
+                                    f"nothing from the tree under test")
+    for anchor in anchors + [os.path.realpath(str(early_config.invocation_params.dir))]:
+        if _is_within(tree, anchor) and tree != anchor and \
+                os.path.relpath(tree, anchor).split(os.sep)[0].startswith("test"):
+            raise pytest.UsageError(f"--untrusted-tree {path}: pytest loads the conftest.py of a directory named "
+                                    f"test* beside its arguments; give the tree under test another name (pr/)")
+    early_config.pluginmanager.register(_IgnoreTree(tree), "layer-conformance-untrusted-tree")
 
 
 def _judge_first():
@@ -346,7 +419,7 @@ class ConformanceRun:
         # The judge before user code: its imports guarded, and the files it decides by read and hashed, before
         # any executor starts (one imports from the current directory, which code under test may write to); what
         # the judge may import is imported before the detection below imports any layer.
-        _guard_imports()
+        _guard_imports(config)
         try:
             expectations = config.getoption("expectations", None) or config.getini("conformance_expectations")
         except ValueError:   # the gate's options are not registered

@@ -19,7 +19,7 @@ import threading
 import time
 from pathlib import Path
 
-from .. import wire
+from .. import import_paths, wire
 from . import sandbox as sandboxing
 
 STARTUP_TIMEOUT = 300.0  # seconds for an executor to import its framework and say hello
@@ -229,8 +229,10 @@ class Executor:
 
     def __init__(self, role: str, framework: str | None = None, python: str | None = None,
                  memory_limit_gib: float | None = None, zygote: Executor | None = None,
-                 sandbox: str | None = None, keep_warm: float | None = None):
+                 sandbox: str | None = None, keep_warm: float | None = None, user_reference: bool = False):
         self.role, self.framework = role, framework
+        # (a "reference" executor) one of a user's reference module: it imports from the working directory
+        self.user_reference = user_reference
         # (--sandbox) the namespaces and cgroup this executor's processes run in (sandbox.py)
         self.sandbox = sandboxing.sandbox(sandbox or sandboxing.MODE)
         self.group = None  # this process's cgroup, where there is one: killed with it
@@ -307,7 +309,8 @@ class Executor:
         import shlex
         from . import warm as warming
         name = warming.key(self.framework, self.python, self.memory_limit_gib, self.sandbox.describe(),
-                           _import_path() + [sandboxing.shared_dir() if self.sandbox.namespaces else ""])
+                           _import_path(self.role) + import_paths.code_tree()
+                           + [sandboxing.shared_dir() if self.sandbox.namespaces else ""])
         fd, info = warming.take(name)
         if fd is None:
             return None
@@ -315,8 +318,8 @@ class Executor:
             return warming.Warm(name, info, fd, reused=True)
         self.sandbox.use()
         try:
-            return warming.launch(name, self.framework, shlex.split(self.sandbox.command(self.python, self.role,
-                                                                                       _reads())),
+            return warming.launch(name, self.framework, shlex.split(self.sandbox.command(_own_paths_first(self.python),
+                                                                                       self.role, _reads())),
                                   self.keep_warm, fd)
         except Exception:
             os.close(fd)
@@ -324,7 +327,7 @@ class Executor:
 
     def _start(self):
         import execnet
-        path = _import_path()
+        path = _import_path(self.role, self.user_reference)
         self.hello, self.forked_pid, self.host_pid = {}, None, None
         self.sandbox.use()
         self.gateway = self._gateway(execnet)
@@ -334,7 +337,7 @@ class Executor:
         self._close_stacks()
         self.stacks, stack_file = tempfile.mkstemp(prefix="conformance-stack-")
         stderr_file = self.stderr.open()
-        self.channel.send({"path": path, "cwd": os.getcwd(), "framework": self.framework, "role": self.role,
+        self.channel.send({"user_path": path, "cwd": os.getcwd(), "framework": self.framework, "role": self.role,
                            "memory_limit_gib": self.memory_limit_gib, "stack_file": stack_file,
                            "stderr_file": stderr_file,
                            "sandbox": self.sandbox.describe() if self.sandbox.namespaces else None})
@@ -369,7 +372,8 @@ class Executor:
                 raise ExecutorLost(f"the kept {self.framework} zygote (pid {self.warm.root_pid}) is stopped or gone")
             with SOCKET_BOOTSTRAP:
                 return execnet.makegateway(f"socket=127.0.0.1:{self.warm.info['port']}//id={self.warm.info['token']}")
-        return execnet.makegateway(f"popen//python={self.sandbox.command(self.python, self.role, _reads())}")
+        python = _own_paths_first(self.python)
+        return execnet.makegateway(f"popen//python={self.sandbox.command(python, self.role, _reads())}")
 
     def _fork(self) -> str:
         """A process forked by the zygote; the execnet spec that reaches it. The token, sent to the zygote
@@ -706,16 +710,43 @@ class Executor:
 _pool = None
 
 
-def _import_path() -> list[str]:
-    """An executor's sys.path before its own: the working directory, the harness package's, PYTHONPATH's."""
-    root = str(Path(__file__).resolve().parents[2])  # the directory holding the harness package
-    return [os.getcwd(), root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+def _import_path(role: str, user_reference: bool = False) -> list[str]:
+    """What an executor of ``role`` puts on its sys.path AFTER its own interpreter's (layerside/server.py): the
+    tree under test for the processes that import it (layer, fresh, probe), nothing for the zygotes, the native
+    executors and the bundled references (layer_conformance.import_paths). Nothing of the judge's own
+    installation: an executor under another Python (--executor-python mxnet=...) imports its own numpy."""
+    return import_paths.executor_path(role, user_reference)
+
+
+def _own_paths_first(python: str) -> str:
+    """The command that starts ``python`` for an executor: with -P (Python 3.11 and later), so that ``python -c``
+    puts no working directory first on its sys.path (layerside/server.py drops it where -P cannot)."""
+    import shlex
+    program = shlex.split(python)   # (as execnet and the sandbox read it)
+    return shlex.join(program + ["-P"]) if program and _has_safe_path(tuple(program)) else python
+
+
+_SAFE_PATH: dict = {}
+
+
+def _has_safe_path(program: tuple) -> bool:
+    python = program
+    if python not in _SAFE_PATH:
+        if len(program) == 1 and os.path.realpath(program[0]) == os.path.realpath(sys.executable):
+            _SAFE_PATH[python] = sys.version_info >= (3, 11)
+        else:
+            import subprocess
+            try:
+                _SAFE_PATH[python] = subprocess.run([*program, "-I", "-P", "-c", ""], capture_output=True,
+                                                    timeout=30).returncode == 0
+            except (OSError, subprocess.SubprocessError):
+                _SAFE_PATH[python] = False
+    return _SAFE_PATH[python]
 
 
 def _reads() -> list[str]:
     """The directories an executor started now imports from (kept visible in its sandbox)."""
-    return [os.getcwd()] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p] + sys.path \
-        + _package_dirs()
+    return import_paths.trusted_tree() + import_paths.code_tree() + sys.path + _package_dirs()
 
 
 def _starter():

@@ -351,7 +351,9 @@ def _reference_executor(name: str | None = None, create: bool = False) -> Execut
     key = (ident, _reference_group(name))
     if key not in _references and create:
         import atexit
-        ex = _references[key] = Executor("reference")
+        # a user's reference module is imported from the working directory; the bundled ones' executor has no
+        # user directory on its path at all
+        ex = _references[key] = Executor("reference", user_reference=key[1] != "bundled")
         ex.deadline = _deadlines.get(ident)
         atexit.register(ex.close)
     return _references.get(key)

@@ -195,6 +195,34 @@ def _installation_dirs() -> tuple:
     return tuple(sorted(out))
 
 
+def _own_path_first(user_path: list, cwd: str | None) -> None:
+    """This process's sys.path: its own interpreter's entries first, never the working directory (``python -c``'s
+    ``''``, where -P could not keep it out) nor the user's tree ahead of them; then ``user_path``, the tree under
+    test that the judge gives the processes importing it (layer, fresh, probe; none for a zygote, a native
+    executor or the bundled references); then PYTHONPATH's entries outside the working directory (the
+    environment's, not the tree's)."""
+    def real(p):
+        return os.path.realpath(p or os.getcwd())
+    # the directories themselves (a virtualenv inside the project is the installation, and stays)
+    trees = {real(d) for d in [os.getcwd(), cwd or os.getcwd(), *user_path]}
+    pythonpath = {real(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p}
+    kept, later = [], []
+    for entry in sys.path:
+        if not isinstance(entry, str) or entry == "":
+            continue
+        if not os.path.isabs(entry) and not os.path.exists(entry):
+            kept.append(entry)   # a path hook's token (an editable install's finder), no directory
+            continue
+        r = real(entry)
+        if r in trees:
+            continue
+        (later if r in pythonpath else kept).append(entry)
+    # PYTHONPATH's entries inside the working directory are the user's tree: only in user_path, where given
+    home = [real(d).rstrip(os.sep) + os.sep for d in (os.getcwd(), cwd or os.getcwd())]
+    later = [p for p in later if p not in user_path and not any((real(p) + os.sep).startswith(h) for h in home)]
+    sys.path[:] = kept + [p for p in user_path if p not in kept] + later
+
+
 class Server:
     def __init__(self, channel, config: dict):
         self.channel = channel
@@ -208,9 +236,7 @@ class Server:
             except OSError:
                 pass
         _quiet(config.get("stderr_file"))
-        for path in reversed(config.get("path") or []):
-            if path not in sys.path:
-                sys.path.insert(0, path)
+        _own_path_first(config.get("user_path") or [], config.get("cwd"))
         if config.get("cwd"):
             os.chdir(config["cwd"])
         _limit_memory(config.get("memory_limit_gib"))
