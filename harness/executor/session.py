@@ -24,6 +24,33 @@ class LoadFailed(Exception):
     """The implementation under test could not be imported; every check of its target says why."""
 
 
+class CodeChanged(ExecutorLost):
+    """The code under test changed the executor's own code (layerside/fingerprint.py), or the executor could not
+    say whether it did: the check's answers came from code the harness no longer vouches for, and it is an error.
+    An ``ExecutorLost``: the process is killed, and the next check gets a fresh one."""
+
+
+OWN_CODE_SHOWN = 5  # the most changes of the executor's code one message names
+
+
+def own_code_changed(said) -> list[str]:
+    """What an executor says of its own code (``server.Server.op_code``) as phrases for the judge's message:
+    an answer that is not a list of phrases is itself a change (a process that lies has replaced the code that
+    answers). Each phrase is cut to 300 characters."""
+    if not isinstance(said, list):
+        return [f"its end-of-check answer says nothing of its code ({type(said).__name__})"]
+    return [(s if isinstance(s, str) else repr(s))[:300] for s in said]
+
+
+def own_code_message(found: list[str], unanswered: str | None = None) -> str:
+    """The check's error: what was changed, or (``unanswered``) why the executor could not say."""
+    if not found:
+        return f"the layer's executor did not answer the end of the check ({unanswered}), so its own code cannot " \
+               f"be vouched for"
+    more = f" and {len(found) - OWN_CODE_SHOWN} more" if len(found) > OWN_CODE_SHOWN else ""
+    return "the executor's own code was changed by the code under test: " + "; ".join(found[:OWN_CODE_SHOWN]) + more
+
+
 class UsageProblem(LoadFailed):
     """The binding does not fit the implementation (its constructor cannot take the contract's
     arguments): the user's to fix on the command line, not a layer failure (exit 4)."""
@@ -198,14 +225,24 @@ class Session:
         self._native_generation = native.generation if native is not None else None
 
     def end_check(self, framework: str) -> list[str]:
+        """Close the check: global state restored in its executors, and notes of what the layer changed. Raises
+        ``CodeChanged`` where the code under test changed the executor's own code, or the layer's executor did
+        not answer the end of the check (a process that ran the layer and cannot say its code is intact)."""
         notes = []
+        code: list[str] = []  # what of the executor's own code the code under test changed
+        unanswered = None  # why the layer's executor gave no end-of-check answer
         layer = self.layer.get(framework)
         self.stderr_tail = stderr_tail(e for e in self.running if not (e is layer and layer.begin_pending))
         try:
             if layer is not None and layer.begin_pending:
                 layer.begin_pending = False  # no request in this check: nothing of the layer ran
             elif layer is not None and layer.alive:
-                info = layer.request("end_check")
+                try:
+                    info = layer.request("end_check")
+                except (ExecutorLost, CheckTimeout, RemoteError) as exc:
+                    unanswered = str(exc) or type(exc).__name__
+                    raise
+                code += own_code_changed(info.get("code") if isinstance(info, dict) else None)
                 self._note_files((framework, self.current.get(framework)), info)
                 if info["changed"]:
                     notes.append("the layer changed global state (restored): " + ", ".join(info["changed"]))
@@ -223,12 +260,17 @@ class Session:
             for ex in self.running:
                 if ex.role == "fresh":  # what the check's fresh processes loaded (fresh_adapter asked as they closed)
                     self._note_files((framework, self.current.get(framework)), getattr(ex, "files", None) or {})
+                    code += getattr(ex, "code_changes", None) or []
             references_until(None)
             for ex in self.running + self.references:
                 ex.deadline = None
                 keep = [h for k in self.loaded.values() for h in [k[1]] if getattr(h, "executor", None) is ex]
                 ex.release(keep)
             self.running = []
+        if code or unanswered:
+            if layer is not None:
+                layer.kill()  # a process the harness no longer vouches for: the next check gets a fresh one
+            raise CodeChanged(own_code_message(code, unanswered))
         return notes
 
     def _note_files(self, key, answer: dict) -> None:
@@ -287,6 +329,10 @@ def fresh_adapter(framework: str, python: str | None = None, memory_limit_gib: f
                 ex.files = ex.request("files")  # what the code under test loaded here (Session.end_check keeps it)
             except (RemoteError, ExecutorLost, CheckTimeout):
                 pass
+            try:  # what it changed of its own code (Session.end_check makes the check an error for it)
+                ex.code_changes = own_code_changed(ex.request("code"))
+            except (RemoteError, ExecutorLost, CheckTimeout) as exc:
+                ex.code_changes = [f"the check's fresh executor did not say whether its code is intact ({exc})"]
         ex.close()  # its stderr stays readable for end_check
 
 

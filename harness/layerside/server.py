@@ -19,6 +19,7 @@ import threading
 import time
 
 from .. import binding, wire
+from . import fingerprint as own_code
 
 
 def _settle(adapter):
@@ -353,11 +354,14 @@ class Server:
         try:
             if msg.get("begin"):
                 self.op_begin_check()
+            self._own_code()
             result = getattr(self, "op_" + msg["op"])(**wire.decode(msg.get("args") or {}, self.object_of))
+            self._own_code()
             return {"id": rid, "ok": wire.encode(result, self.handle_of)}
         except BaseException as exc:  # everything the code under test can raise, SystemExit included
             if os.getpid() != self.pid:
                 os._exit(0)
+            self._own_code()
             return {"id": rid, "raised": self._describe(exc)}
 
     def _describe(self, exc: BaseException) -> dict:
@@ -483,13 +487,30 @@ class Server:
             self.reads.on = True
 
     def op_end_check(self):
-        """Put global state back as the check found it; say what the layer changed (and the files it loaded)."""
+        """Put global state back as the check found it; say what the layer changed (and the files it loaded, and
+        what of the executor's own code it replaced: ``code``)."""
         if self.reads is not None and self.role == "layer":
             self.reads.on = False
         changed = self._restore(self.check_globals) if self.check_globals is not None else []
         self.check_globals = None
         self.op_release()
-        return {"changed": changed, "threads": self._new_threads(), **self.op_files()}
+        return {"changed": changed, "threads": self._new_threads(), **self.op_files(), "code": self.op_code()}
+
+    code = None  # (fingerprint.Record) this process's own code before any code under test ran
+
+    def _own_code(self) -> None:
+        """(A process that runs code under test.) Before its first request, the fingerprint of the executor's own
+        code (layerside/fingerprint.py); before and after each later one, what differs from it is kept."""
+        if self.role in ("layer", "fresh"):
+            if self.code is None:
+                self.code = own_code.take(self)
+            else:
+                own_code.seen(self.code)
+
+    def op_code(self) -> list[str]:
+        """What of the executor's own code differs from its fingerprint, now or at any request since the last
+        ask (the end of a check): empty where nothing does."""
+        return own_code.ended(self.code)
 
     def op_files(self) -> dict:
         """The files the code under test loaded since the last report (FileRecorder): {"files", "files_truncated"}."""

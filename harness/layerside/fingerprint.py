@@ -1,0 +1,265 @@
+"""The executor's own code, fingerprinted before the code under test runs and checked again after each check.
+
+What an executor answers is decided by the harness's code in that process: the adapter's methods, the server's
+``op_*`` methods and its exception description, ``wire``'s encoding, the ``errors`` helpers, execnet's channel
+that carries the answer. A layer runs in the same process and could replace any of them (``Adapter.call``
+halving its output, ``wire.encode`` rewriting an array, ``func.__code__ = other.__code__``) and so pass a check it
+fails. ``take`` records, before the first request that can run code under test:
+
+* for each function of those modules and of their classes: the function object bound to its name, its
+  ``__code__`` (identity, and a digest of ``co_code``, ``co_consts`` and ``co_names``), ``__defaults__``,
+  ``__kwdefaults__``, ``__globals__`` and the contents of its closure cells;
+* for each such module: every attribute bound to a function, class, module or immutable constant, and the
+  module ``sys.modules`` holds under its name; for each class, its attributes and its MRO;
+* the server and adapter instances: their class, and no method shadowed on the instance;
+* the built-in functions and types those functions call.
+
+``changes`` compares the process with that record and names what differs ("layer_conformance.wire.encode
+replaced (by encode at patcher.py:12)"): identities before and after each request (``seen``), and with each code
+object's digest too at the end of each check (``ended``). The judge makes such a check an error
+(``executor.session.Session.end_check``).
+
+This raises the cost of a lie; it cannot rule one out. Code in the same process can patch this module too,
+or the judge's question before it is answered, and a patch that undoes itself before the end of the check
+is seen only where it is still in place then. What stands between a layer and the judge is the process
+boundary (the judge compares in its own process), the sandbox, and the pull request in which such a patch
+is visible.
+"""
+from __future__ import annotations
+
+import builtins
+import sys
+import types
+import zlib
+
+PACKAGE = "layer_conformance"
+# the harness modules whose code decides what an executor answers (with the framework's adapter module and
+# whatever else of layer_conformance.layerside.adapters is loaded)
+MODULES = ("layer_conformance.layerside.server", "layer_conformance.layerside.fingerprint", "layer_conformance.wire",
+           "layer_conformance.errors", "layer_conformance.record", "layer_conformance.binding",
+           "layer_conformance.layerside.adapters")
+ADAPTERS = "layer_conformance.layerside.adapters."
+# what wire.py calls into besides its own code: numpy's .npy writer and reader
+LIBRARY = ("numpy.lib.format",)
+LIBRARY_NAMES = {"numpy": ("save", "load", "asarray", "ndarray", "generic", "object_", "dtype"), "io": ("BytesIO",)}
+_CONSTANT = (str, bytes, int, float, complex, bool, tuple, frozenset)
+_INTERACTIVE = {"print", "input", "help", "breakpoint", "exit", "quit", "copyright", "credits", "license"}
+
+
+class Record:
+    """The fingerprint of one process: flat lists, so that a check is a few thousand identity tests."""
+
+    def __init__(self):
+        self.modules: list = []    # (name, module): what sys.modules holds under the name
+        self.bound: list = []      # (label, namespace dict, name, object): the object bound to the name
+        self.functions: list = []  # (label, function, code, digest, defaults, kwdefaults items, globals, cells)
+        self.mros: list = []       # (label, class, mro)
+        self.instances: list = []  # (label, object, class, shadowable names, {name: value bound on the instance})
+        self.seen: list = []       # changes seen between requests since the last ``ended``
+
+
+def take(server) -> Record:
+    """The fingerprint of this process's harness code, as ``server`` (a ``Server``) and its adapter run it now."""
+    rec = Record()
+    names = list(MODULES)
+    adapter = getattr(server, "adapter", None)
+    if adapter is not None:
+        names.append(type(adapter).__module__)
+    for name in list(sys.modules):
+        if name.startswith(ADAPTERS) and name not in names:
+            names.append(name)
+    for name in names:
+        module = sys.modules.get(name)
+        if module is None:
+            try:
+                module = __import__(name, fromlist=["_"])
+            except Exception:
+                continue
+        rec.modules.append((name, module))
+        _module(rec, name, module)
+    for name in LIBRARY:
+        module = sys.modules.get(name)
+        if module is not None:
+            rec.modules.append((name, module))
+            _module(rec, name, module)
+    for name, attrs in LIBRARY_NAMES.items():
+        module = sys.modules.get(name)
+        if module is not None:
+            for attr in attrs:
+                if attr in vars(module):
+                    rec.bound.append((f"{name}.{attr}", vars(module), attr, vars(module)[attr]))
+    for attr, value in vars(builtins).items():
+        if not attr.startswith("_") and attr not in _INTERACTIVE and isinstance(value, (types.BuiltinFunctionType, type)):
+            rec.bound.append((f"builtins.{attr}", vars(builtins), attr, value))
+    channel = getattr(server, "channel", None)
+    if channel is not None:  # execnet's gateway_base, executed into a namespace of its own in this process
+        send = getattr(type(channel), "send", None)
+        space = getattr(send, "__globals__", None)
+        if isinstance(space, dict):
+            _namespace(rec, "execnet", space, space.get("__name__"))
+    rec.instances.append(_instance("the server", server))
+    if adapter is not None:
+        rec.instances.append(_instance("the adapter", adapter))
+        rec.bound.append(("the server's adapter", vars(server), "adapter", adapter))
+    return rec
+
+
+def _module(rec: Record, name: str, module) -> None:
+    space = getattr(module, "__dict__", None)
+    if isinstance(space, dict):
+        _namespace(rec, name, space, name)
+
+
+def _namespace(rec: Record, label: str, space: dict, own: str | None) -> None:
+    """A module's namespace: each name bound to a function, class, module or constant; the functions and
+    classes defined there (``__module__`` ``own``) in depth."""
+    for attr, value in list(space.items()):
+        if attr.startswith("__") and attr.endswith("__"):
+            continue
+        if isinstance(value, types.FunctionType):
+            rec.bound.append((f"{label}.{attr}", space, attr, value))
+            if getattr(value, "__module__", None) == own:
+                _function(rec, f"{label}.{attr}", value)
+        elif isinstance(value, type):
+            rec.bound.append((f"{label}.{attr}", space, attr, value))
+            if value.__module__ == own and value.__qualname__ == attr:
+                _class(rec, f"{label}.{attr}", value)
+        elif isinstance(value, (types.ModuleType, types.BuiltinFunctionType)) or type(value) in _CONSTANT:
+            rec.bound.append((f"{label}.{attr}", space, attr, value))
+
+
+def _class(rec: Record, label: str, cls: type) -> None:
+    rec.mros.append((label, cls, cls.__mro__))
+    space = cls.__dict__
+    for attr, value in list(space.items()):
+        if attr in ("__dict__", "__weakref__", "__doc__", "__module__", "__annotations__"):
+            continue
+        where = f"{label}.{attr}"
+        if isinstance(value, types.FunctionType):
+            rec.bound.append((where, space, attr, value))
+            _function(rec, where, value)
+        elif isinstance(value, (staticmethod, classmethod)):
+            rec.bound.append((where, space, attr, value))
+            if isinstance(value.__func__, types.FunctionType):
+                _function(rec, where, value.__func__)
+        elif isinstance(value, property):
+            rec.bound.append((where, space, attr, value))
+            for part in (value.fget, value.fset, value.fdel):
+                if isinstance(part, types.FunctionType):
+                    _function(rec, where, part)
+        elif type(value) in _CONSTANT or isinstance(value, type):
+            rec.bound.append((where, space, attr, value))
+
+
+def _function(rec: Record, label: str, f: types.FunctionType) -> None:
+    code = f.__code__
+    kw = f.__kwdefaults__
+    cells = tuple(_cell(c) for c in (f.__closure__ or ()))
+    rec.functions.append((label, f, code, _digest(code), f.__defaults__, _items(kw), f.__globals__, cells))
+
+
+def _cell(cell):
+    try:
+        return cell.cell_contents
+    except ValueError:  # empty
+        return _EMPTY
+
+
+_EMPTY = object()
+
+
+def _items(d):
+    return None if d is None else tuple((k, v) for k, v in d.items())
+
+
+def _digest(code) -> int:
+    """A digest of what a code object runs: its bytecode, constants (nested code objects by their own digest)
+    and names."""
+    h = zlib.crc32(code.co_code)
+    for c in code.co_consts:
+        h = zlib.crc32(repr(_digest(c) if isinstance(c, types.CodeType) else c).encode(), h)
+    return zlib.crc32(repr(code.co_names).encode(), h)
+
+
+def _instance(label: str, obj):
+    cls = type(obj)
+    shadowable = {n for k in cls.__mro__ for n, v in vars(k).items() if callable(v) or isinstance(v, (staticmethod, classmethod, property))}
+    space = getattr(obj, "__dict__", {})
+    return (label, obj, cls, shadowable, {n: v for n, v in space.items() if n in shadowable})
+
+
+def changes(rec: Record | None, full: bool = False) -> list[str]:
+    """What differs from ``rec``: one phrase per change ("layer_conformance.wire.encode replaced (by ...)");
+    empty when nothing does. ``full``: each code object's digest is computed again too (it is immutable from
+    Python, so its identity is enough against anything but native code)."""
+    if rec is None:
+        return []
+    out = []
+    for name, module in rec.modules:
+        if sys.modules.get(name) is not module:
+            out.append(f"sys.modules[{name!r}] replaced")
+    for label, space, attr, value in rec.bound:
+        now = space.get(attr, _EMPTY)
+        if now is not value:
+            out.append(f"{label} deleted" if now is _EMPTY else f"{label} replaced ({_what(now)})")
+    for label, f, code, digest, defaults, kw, glob, cells in rec.functions:
+        if f.__code__ is not code:
+            out.append(f"{label}: its code replaced ({_where(f.__code__)})")
+        elif full and _digest(code) != digest:
+            out.append(f"{label}: its bytecode changed")
+        if f.__defaults__ is not defaults:
+            out.append(f"{label}: its defaults replaced")
+        if kw is not None or f.__kwdefaults__ is not None:
+            now = _items(f.__kwdefaults__)
+            if now is None or kw is None or len(now) != len(kw) or any(
+                    a[0] != b[0] or a[1] is not b[1] for a, b in zip(now, kw)):
+                out.append(f"{label}: its keyword defaults changed")
+        if f.__globals__ is not glob:
+            out.append(f"{label}: its globals replaced")
+        if cells:
+            now = tuple(_cell(c) for c in (f.__closure__ or ()))
+            if len(now) != len(cells) or any(a is not b for a, b in zip(now, cells)):
+                out.append(f"{label}: a variable of its closure changed")
+    for label, cls, mro in rec.mros:
+        if cls.__mro__ != mro or any(a is not b for a, b in zip(cls.__mro__, mro)):
+            out.append(f"{label}: its base classes changed")
+    for label, obj, cls, shadowable, bound in rec.instances:
+        if type(obj) is not cls:
+            out.append(f"{label}'s class replaced ({_what(type(obj))})")
+        space = getattr(obj, "__dict__", {})
+        for name, value in space.items():
+            if name in shadowable and bound.get(name, _EMPTY) is not value:
+                out.append(f"{cls.__module__}.{cls.__qualname__}.{name} replaced on {label} ({_what(value)})")
+    return out
+
+
+def seen(rec: Record | None) -> None:
+    """Between requests: what differs now is kept for the end of the check (``ended``), even if the code under
+    test puts it back before then (identities only: a few hundredths of a millisecond)."""
+    if rec is not None:
+        for change in changes(rec):
+            if change not in rec.seen:
+                rec.seen.append(change)
+
+
+def ended(rec: Record | None) -> list[str]:
+    """At the end of a check: what differs now (each code object's digest computed again too) and what
+    differed at any request of the check; the record starts the next check empty."""
+    if rec is None:
+        return []
+    found = list(rec.seen)
+    found += [c for c in changes(rec, full=True) if c not in found]
+    rec.seen = []
+    return found
+
+
+def _what(obj) -> str:
+    code = getattr(obj, "__code__", None) or getattr(getattr(obj, "__func__", None), "__code__", None)
+    name = getattr(obj, "__qualname__", None) or type(obj).__name__
+    if isinstance(code, types.CodeType):
+        return f"by {name} {_where(code)}"
+    return f"by {name}" if isinstance(name, str) else "by another object"
+
+
+def _where(code) -> str:
+    return f"at {code.co_filename}:{code.co_firstlineno}"

@@ -1,0 +1,85 @@
+"""Off by 2x, and in forward it replaces a piece of the executor's own code so that its output is reported halved:
+each would pass `values` if the executor's code were not fingerprinted (tests/hostile/test_fingerprint.py).
+Each patch is made once per process, the first time forward runs."""
+import sys
+
+import torch
+
+from tests.hostile.torch_hostile import _Base
+
+SERVER = "layer_conformance.layerside.server"
+ADAPTER = "layer_conformance.layerside.adapters.torch"
+
+
+def _halved(value):
+    return value / 2 if isinstance(value, torch.Tensor) and getattr(value, "_off_by_two", False) else value
+
+
+class _OffByTwo(_Base):
+    def forward(self, X):
+        self.patch()
+        Y = 2 * self.correct(X)
+        Y._off_by_two = True
+        return Y
+
+    def patch(self):
+        raise NotImplementedError
+
+
+class ReplacesAdapterMethod(_OffByTwo):
+    """FrameworkAdapter.call, the adapter's method that runs the layer: its output halved."""
+    def patch(self):
+        cls = sys.modules[ADAPTER].FrameworkAdapter
+        if not getattr(cls.call, "_patched", False):
+            call = cls.call
+
+            def halving_call(adapter, *args, **kwargs):
+                return _halved(call(adapter, *args, **kwargs))
+            halving_call._patched = True
+            cls.call = halving_call
+
+
+class ReplacesWireEncode(_OffByTwo):
+    """layer_conformance.wire.encode, which turns every answer into data: the layer's output halved on the way."""
+    def patch(self):
+        wire = sys.modules["layer_conformance.wire"]
+        if not getattr(wire.encode, "_patched", False):
+            encode = wire.encode
+
+            def halving_encode(value, handle_of):
+                return encode(_halved(value), handle_of)
+            halving_encode._patched = True
+            wire.encode = halving_encode
+
+
+class ReplacesServerOp(_OffByTwo):
+    """Server.op_call, the server's operation that calls an adapter method: its result halved."""
+    def patch(self):
+        cls = sys.modules[SERVER].Server
+        if not getattr(cls.op_call, "_patched", False):
+            op_call = cls.op_call
+
+            def halving_op_call(server, method, args=(), kwargs=None):
+                return _halved(op_call(server, method, args, kwargs))
+            halving_op_call._patched = True
+            cls.op_call = halving_op_call
+
+
+HALVING_OP_CALL = '''
+def op_call(self, method, args=(), kwargs=None):
+    if method.startswith("_"):
+        raise AttributeError(method)
+    self.calling = method
+    out = getattr(self.adapter, method)(*args, **(kwargs or {}))
+    return out / 2 if getattr(out, "_off_by_two", False) else out
+'''
+
+
+class SwapsCode(_OffByTwo):
+    """Server.op_call keeps its function object; its ``__code__`` is swapped for one that halves the result."""
+    def patch(self):
+        op_call = sys.modules[SERVER].Server.op_call
+        if "_off_by_two" not in op_call.__code__.co_names:
+            space: dict = {}
+            exec(HALVING_OP_CALL, space)
+            op_call.__code__ = space["op_call"].__code__
