@@ -451,6 +451,7 @@ class ConformanceRun:
             self.targets = targets_mod.plan(contracts, impl, bindings, frameworks, state_map, arg_map=arg_map,
                                             changed_since=changed_since, pythons=self.pythons,
                                             baseline_loaded=_baseline_loaded(config) if changed_since else None,
+                                            changed_since_ignore=_changed_since_ignore(config),
                                             zygote_of=self._zygote_of if self.runs_checks else None)
         except targets_mod.UsageError as exc:
             raise pytest.UsageError(str(exc)) from None
@@ -872,6 +873,18 @@ def _baseline_loaded(config) -> list | None:
         raise pytest.UsageError(f"--baseline {exc}") from None
     loaded = doc.get("loaded_files")
     return loaded if isinstance(loaded, list) else []
+
+
+def _changed_since_ignore(config) -> list:
+    """--changed-since-ignore's globs, else the ini key's, each with the file that sets it (the selection does not
+    apply those where the branch changes that file): targets.select_changed."""
+    try:
+        globs = config.getoption("changed_since_ignore")
+    except ValueError:   # the gate's options are not registered
+        return []
+    if globs:
+        return list(globs)
+    return [(g, str(config.inipath)) for g in config.getini("conformance_changed_since_ignore") or []]
 
 
 def _loaded_table(run) -> list[dict]:

@@ -437,13 +437,27 @@ def _contract_names(contract: str) -> set[str]:
 
 
 UNMAPPED_PY = "a Python file that no bound implementation (or its contract's reference) imports"
-UNMAPPED = "not an implementation, a contract, a module they import, or the bindings file"
+UNMAPPED = ("not an implementation, a contract, a module they import, a file under a directory they import a "
+            "module from (the top level aside), or the bindings file")
 # with a baseline's `loaded_files` (what each bound layer loaded in the baseline run)
 UNMAPPED_PY_LOADED = UNMAPPED_PY + ", nor any bound layer loaded in the baseline run"
 UNMAPPED_LOADED = UNMAPPED.replace(", or the bindings file", ", the bindings file, or a file a bound layer read "
                                                              "in the baseline run")
 BY_IMPORTS = "imports (static)"
 BY_LOADED = "imports (static) + files loaded in the baseline run"
+
+
+def ignored_by(rel: str, globs) -> str | None:
+    """The first --changed-since-ignore glob that ``rel`` (a path relative to the top level) or a directory above
+    it matches (fnmatch: ``*`` crosses ``/`` too; ``weights`` and ``weights/`` leave out all under weights/)."""
+    import fnmatch
+    parts = rel.split("/")
+    heads = ["/".join(parts[:i]) for i in range(len(parts), 0, -1)]
+    for glob in globs:
+        pattern = glob.rstrip("/") or glob
+        if any(fnmatch.fnmatchcase(h, pattern) for h in heads):
+            return glob
+    return None
 
 
 def _baseline_records(loaded: list, entry: dict) -> list[dict]:
@@ -455,8 +469,8 @@ def _baseline_records(loaded: list, entry: dict) -> list[dict]:
             and (not entry.get("framework") or r.get("framework") == entry["framework"])]
 
 
-def select_changed(entries: list[dict], bindings: str, rev: str,
-                   loaded: list | None = None) -> tuple[list[dict], dict, list]:
+def select_changed(entries: list[dict], bindings: str, rev: str, loaded: list | None = None,
+                   ignore=()) -> tuple[list[dict], dict, list]:
     """The bindings a change touches, why, and a ``selection`` record for the results file.
 
     An entry is selected when its implementation's file, a module it imports (statically, transitively,
@@ -469,6 +483,14 @@ def select_changed(entries: list[dict], bindings: str, rev: str,
     in the baseline run (layerside.server.FileRecorder: dynamic imports, data files, symbolic links' targets,
     which no static scan sees). An entry is also selected when a file its record names changed, or when the
     baseline has no record of it (not run there, failed to import, or a baseline written without records).
+
+    The directory rule: a changed file that is not Python source, under a directory the entry imports a module
+    from (its import closure's, and with a baseline its recorded modules' directories; not the repository's top
+    level, where its README and configuration lie), selects the entry: data read by native code (an mmap from
+    C, which no audit hook sees) selects it even without a baseline. ``ignore``: --changed-since-ignore globs,
+    each a string (the command line's) or (glob, the ini file that sets it: not applied where the branch changes
+    that file); a file one matches selects nothing by this rule (it still does as an import or a file the
+    baseline saw read).
     Returns (selected entries, selection, untouched entries)."""
     changes = changes_since(rev)
     scan = ImportScan(changes.inside)
@@ -477,10 +499,21 @@ def select_changed(entries: list[dict], bindings: str, rev: str,
     if bindings_path in changes.files:
         old_entries = _entries_of(changes.old_text(bindings_path) or "")
     used: set = set()
+    globs, not_applied = [], {}
+    for item in ignore:
+        glob, source = (item, None) if isinstance(item, str) else item
+        if source and str(Path(source).resolve()) in changes.files:
+            # the branch's own configuration could leave out the very file it changes
+            not_applied[glob] = f"set in {changes.rel(Path(source).resolve())}, which changed"
+        else:
+            globs.append(glob)
+    ignored: dict = {}   # changed file -> the glob that kept it out of the directory rule
+    own_rules = {bindings_path} | {str(Path(find_contract(str(e["contract"]))).resolve()) for e in entries}
     selected, untouched, why_list = [], [], []
     for e in entries:
         why: list[str] = []
         named: set = set()   # the changed files a reason below names already
+        dirs: dict = {}      # a directory the entry imports a module from -> that module's file
         module = str(e["impl"]).split(":", 1)[0]
         contract = find_contract(str(e["contract"]))
         if bindings_path in changes.files and (old_entries is None or e not in old_entries):
@@ -501,6 +534,9 @@ def select_changed(entries: list[dict], bindings: str, rev: str,
         for mod in modules:
             scan.unparseable, scan.missing = [], []
             closure = scan.closure(mod)
+            for path in closure:   # the directory's module itself named, rather than its package's __init__
+                if dirs.get(str(path.parent), "__init__.py").endswith("__init__.py"):
+                    dirs[str(path.parent)] = str(path)
             for path, importer in closure.items():
                 if str(path) in changes.files:
                     what = (f"imported by {importer}" if importer else "the contract's reference" if mod != module
@@ -530,11 +566,28 @@ def select_changed(entries: list[dict], bindings: str, rev: str,
                 for rel in r["files"]:
                     # recorded relative to the top level (another checkout's paths match too)
                     f = str(changes.top / rel) if isinstance(rel, str) and not os.path.isabs(rel) else str(rel)
+                    if f.endswith(".py") and changes.inside(f):
+                        dirs.setdefault(str(Path(f).parent), f)   # a module it was seen to import
                     if f in changes.files:
                         used.add(f)
                         if f not in named:
                             named.add(f)
                             why.append(f"{changes.rel(f)} changed (read by the layer in the baseline run)")
+        dirs.pop(str(changes.top), None)
+        for f in sorted(changes.files - named - own_rules):
+            if f.endswith((".py", ".pyi")):
+                continue   # a module: the import scan (and the baseline's record) judge it
+            under = [d for d in dirs if f.startswith(d + os.sep)]
+            if not under:
+                continue
+            glob = ignored_by(changes.rel(f), globs)
+            if glob is not None:
+                ignored.setdefault(f, glob)
+                continue
+            d = max(under, key=len)
+            used.add(f)
+            why.append(f"{changes.rel(f)} changed (under {changes.rel(d)}/, where {changes.rel(dirs[d])} is imported "
+                       f"from)")
         if why:
             selected.append(e)
             why_list.append({"contract": str(e["contract"]), "impl": str(e["impl"]),
@@ -549,7 +602,10 @@ def select_changed(entries: list[dict], bindings: str, rev: str,
         why_bindings = None
     unmapped = {}
     for f in sorted(changes.files):
-        if f not in used:
+        if f not in used and f in ignored:
+            unmapped[changes.rel(f)] = (f"left out by --changed-since-ignore {ignored[f]} (under a directory a "
+                                        f"binding imports a module from)")
+        elif f not in used:
             if loaded is None:
                 unmapped[changes.rel(f)] = UNMAPPED_PY if f.endswith(".py") else UNMAPPED
             else:
@@ -560,6 +616,10 @@ def select_changed(entries: list[dict], bindings: str, rev: str,
                  "by": BY_IMPORTS if loaded is None else BY_LOADED,   # what selected: the scan, or it and a baseline
                  "changed_files": sorted(changes.rel(f) for f in changes.files),
                  "selected": why_list, "untouched": len(untouched), "unmapped": unmapped}
+    if globs:
+        selection["ignore"] = globs
+    if not_applied:
+        selection["ignore_not_applied"] = not_applied
     return selected, selection, untouched
 
 
@@ -573,10 +633,12 @@ class Targets(list):
 
 def plan(contracts: list[str], impl: str | None, bindings: str | None, frameworks: list[str],
          state_map: dict, changed_since: str | None = None, pythons: dict | None = None,
-         arg_map: dict | None = None, baseline_loaded: list | None = None, zygote_of=None) -> list[Target]:
+         arg_map: dict | None = None, baseline_loaded: list | None = None, zygote_of=None,
+         changed_since_ignore=()) -> list[Target]:
     """The targets; ``baseline_loaded``: the --baseline's `loaded_files` (None: no baseline), which
-    --changed-since selects by too (select_changed); ``zygote_of``: framework -> the run's zygote, which
-    forks the probe of an implementation whose framework is given."""
+    --changed-since selects by too (select_changed), ``changed_since_ignore`` its --changed-since-ignore globs;
+    ``zygote_of``: framework -> the run's zygote, which forks the probe of an implementation whose framework is
+    given."""
     arg_map = arg_map or {}
     pythons = pythons or {}
     for fw in frameworks:
@@ -603,7 +665,7 @@ def plan(contracts: list[str], impl: str | None, bindings: str | None, framework
         if changed_since:
             # only the layers a pull request touches; see select_changed for what counts
             entries, targets.selection, untouched = select_changed(entries, bindings, changed_since,
-                                                                   baseline_loaded)
+                                                                   baseline_loaded, changed_since_ignore)
             targets.untouched = [(str(e["impl"]), _contract_names(str(e["contract"]))) for e in untouched]
         with _probing(zygote_of) as probe:
             for e in entries:

@@ -95,6 +95,7 @@ class FileRecorder:
         self.reported = 0
         self.truncated = False
         self.skip = _installation_dirs()
+        self.system = _system_dirs()
         sys.addaudithook(self.hook)
 
     def hook(self, event, args):
@@ -124,9 +125,30 @@ class FileRecorder:
         except Exception:
             pass
 
+    def note_held(self) -> None:
+        """Count the files this process maps or holds open now (/proc/self/maps, /proc/self/fd) as seen: what
+        native code reads raises no audit event (safetensors' and torch.from_file's mmap, a file a C library
+        keeps open). The system's and the installation's files (shared libraries) and files open for writing
+        only are left out, as are, later, the judge's temporary files (plugin._loaded_table)."""
+        on, self.on = self.on, False  # what this reads is the harness's
+        try:
+            for path in _held_files():
+                if path.startswith(self.skip) or path.startswith(self.system) or path in self.written \
+                        or path in self.raw:
+                    continue
+                if len(self.raw) >= FILES_CAP:
+                    self.truncated = True
+                    break
+                self.raw[path] = None
+        except Exception:
+            pass
+        finally:
+            self.on = on
+
     def take(self) -> dict:
         """The files seen since the last ``take`` (a path and, where a symbolic link leads elsewhere, its
-        target), and whether the list was cut at FILES_CAP."""
+        target), those mapped or open now among them (note_held), and whether the list was cut at FILES_CAP."""
+        self.note_held()
         on, self.on = self.on, False  # what this reads is the harness's
         try:
             raw, self.raw = list(self.raw), {}
@@ -160,6 +182,50 @@ class FileRecorder:
             return {"files": new, "files_truncated": self.truncated}
         finally:
             self.on = on
+
+
+def _held_files() -> list[str]:
+    """The files this process maps (/proc/self/maps) or holds open for reading (/proc/self/fd), absolute paths in
+    the order found; Linux only (elsewhere none)."""
+    out: dict = {}
+    try:
+        with open("/proc/self/maps", "rb") as f:
+            for line in f:
+                parts = line.rstrip(b"\n").split(None, 5)  # address perms offset dev inode [path]
+                if len(parts) == 6 and parts[5].startswith(b"/"):
+                    out[os.fsdecode(parts[5])] = None
+    except OSError:
+        pass
+    try:
+        fds = os.listdir("/proc/self/fd")
+    except OSError:
+        fds = []
+    for fd in fds:
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+            with open(f"/proc/self/fdinfo/{fd}") as f:
+                flags = next((int(line.split()[1], 8) for line in f if line.startswith("flags:")), 0)
+        except (OSError, ValueError, IndexError):
+            continue  # closed meanwhile (this listing's own descriptor)
+        if target.startswith("/") and flags & os.O_ACCMODE != os.O_WRONLY:  # written only: a log, not an input
+            out[target] = None
+    return list(out)
+
+
+# the system's own files (shared libraries, locale and time zone data, configuration): any process maps or opens some
+_SYSTEM_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/usr/bin", "/usr/sbin", "/usr/lib",
+                "/usr/lib32", "/usr/lib64", "/usr/libx32", "/usr/local/lib", "/usr/share", "/etc", "/nix/store")
+
+
+def _system_dirs() -> tuple:
+    """_SYSTEM_DIRS, each ending with a separator, but those that hold the project (the current directory)."""
+    cwd = os.getcwd() + os.sep
+    out = set()
+    for d in _SYSTEM_DIRS:
+        for p in (d, os.path.realpath(d)):
+            if not cwd.startswith(p + os.sep):
+                out.add(p + os.sep)
+    return tuple(sorted(out))
 
 
 def _metadata(path: str) -> bool:
@@ -491,6 +557,8 @@ class Server:
         what of the executor's own code it replaced: ``code``)."""
         if self.reads is not None and self.role == "layer":
             self.reads.on = False
+        if self.reads is not None:
+            self.reads.note_held()  # before the release: what the check's objects still map (weights via mmap)
         changed = self._restore(self.check_globals) if self.check_globals is not None else []
         self.check_globals = None
         self.op_release()

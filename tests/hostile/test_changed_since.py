@@ -1,7 +1,10 @@
 """``--changed-since`` blind spots: a change that reaches a layer only through a dynamic import, a data file it
 reads, or the target of a symbolic link it imports selected no binding (the static import scan cannot see it),
 and the gate said "no layer changed" while a full run failed. With ``--baseline`` a binding is now also selected
-by the files its processes were seen to load in the baseline run (the results file's `loaded_files`).
+by the files its processes were seen to load in the baseline run (the results file's `loaded_files`), the files
+they map or hold open at the end of each check among them (weights mmap'd by safetensors or torch.from_file, in
+C: no audit event). Without a baseline, a changed data file under a directory a binding imports a module from
+selects it (the directory rule), unless ``--changed-since-ignore GLOB`` (or the ini key) leaves it out.
 
 Each case: a git repository with a correct torch RMSNorm that uses the mechanism, a baseline run, then a commit
 that breaks the layer through that mechanism alone. Without --baseline (the static scan alone) the gate passes
@@ -9,6 +12,7 @@ with "no layer changed": the hole is real. With it the binding is selected, says
 public command line, from the project's directory."""
 import json
 import os
+import struct
 import subprocess
 import sys
 import textwrap
@@ -56,6 +60,35 @@ DATA = LAYER.format(imports=textwrap.dedent("""\
             return json.load(f)["scale"]
     """), factor="_factor()")
 
+# weights mapped from C at import and kept mapped (the tensors are views of the mapping): no audit event
+MAPPED = {
+    "safetensors": (LAYER.format(imports=textwrap.dedent("""\
+        import os
+
+        from safetensors.torch import load_file
+
+        WEIGHTS = load_file(os.path.join(os.path.dirname(os.path.abspath(__file__)), "weights", "scale.safetensors"))
+        """), factor='WEIGHTS["scale"]'), "weights/scale.safetensors"),
+    "torch.from_file": (LAYER.format(imports=textwrap.dedent("""\
+        import os
+
+        SCALE = torch.from_file(os.path.join(os.path.dirname(os.path.abspath(__file__)), "weights", "scale.f32"),
+                                shared=False, size=1, dtype=torch.float32)
+        """), factor="SCALE"), "weights/scale.f32"),
+}
+
+
+def _weights(name: str, scale: float) -> bytes:
+    """The file a MAPPED layer reads its factor from: a safetensors file (its format written out: nothing imported
+    here), or the float32 alone."""
+    data = struct.pack("<f", scale)
+    if not name.endswith(".safetensors"):
+        return data
+    header = json.dumps({"scale": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}).encode()
+    header += b" " * (-len(header) % 8)
+    return struct.pack("<Q", len(header)) + header + data
+
+
 SYMLINKED = LAYER.format(imports="from mymod import FACTOR  # mymod.py is a symbolic link to shared/factor.py\n",
                          factor="FACTOR")
 
@@ -74,13 +107,16 @@ def _pytest(cwd, *args):
     return proc, proc.stdout + proc.stderr
 
 
-def _project(root: Path, files: dict, links: dict = ()) -> Path:
-    """A committed git project: ``files`` (path -> text), ``links`` (path -> target), the binding."""
+def _project(root: Path, files: dict, links: dict = (), bindings: str = BINDINGS) -> Path:
+    """A committed git project: ``files`` (path -> text, or bytes), ``links`` (path -> target), the binding."""
     repo = root / "project"
-    for path, text in {**files, "conformance/bindings.yaml": BINDINGS,
+    for path, text in {**files, "conformance/bindings.yaml": bindings,
                        ".gitignore": "__pycache__/\nbase.json\nout/\n"}.items():
         (repo / path).parent.mkdir(parents=True, exist_ok=True)
-        (repo / path).write_text(text)
+        if isinstance(text, bytes):
+            (repo / path).write_bytes(text)
+        else:
+            (repo / path).write_text(text)
     for path, target in dict(links).items():
         os.symlink(target, repo / path)
     _git(repo, "init", "-q", "-b", "main")
@@ -96,7 +132,10 @@ def _baseline(repo):
 
 
 def _commit(repo, path, text):
-    (repo / path).write_text(text)
+    if isinstance(text, bytes):
+        (repo / path).write_bytes(text)
+    else:
+        (repo / path).write_text(text)
     _git(repo, "commit", "-qam", f"change {path}")
 
 
@@ -170,3 +209,71 @@ def test_a_binding_the_baseline_has_no_record_of_is_selected(tmp_path):
     assert [s["because"] for s in doc["selection"]["selected"]] == [["the baseline has no record of what it loaded"]]
     assert doc["selection"]["unmapped"] == {"README.md": doc["selection"]["unmapped"]["README.md"]}
     assert [r["outcome"] for r in doc["results"]] == ["passed"], doc["results"]
+
+
+@pytest.mark.parametrize("loader", sorted(MAPPED))
+def test_weights_mapped_by_native_code_that_changed_select_the_binding(tmp_path, loader):
+    """safetensors and torch.from_file map the file from C: no audit event, but the mapping is in /proc/self/maps
+    at the end of each check. Before, `loaded_files` named mylayer.py alone and the gate said "no layer changed"."""
+    if loader == "safetensors":
+        pytest.importorskip("safetensors")
+    layer, weights = MAPPED[loader]
+    repo = _project(tmp_path, {"mylayer.py": layer, weights: _weights(weights, 1.0)})
+    assert weights in _loaded(_baseline(repo))
+    _commit(repo, weights, _weights(weights, 2.0))
+    _assert_static_scan_misses_it(repo, weights)   # weights/ holds no module: the directory rule does not reach it
+    _assert_selected_and_failing(repo, f"{weights} changed (read by the layer in the baseline run)")
+
+
+PACKAGED = 'bindings:\n  - {contract: rmsnorm, impl: "mylayers.norm:RMSNorm", framework: torch}\n'
+
+
+def _packaged(tmp_path, ini: str = ""):
+    """A correct layer in a package, a data file beside it that it never reads, then a branch that changes only
+    that file."""
+    files = {"mylayers/__init__.py": "", "mylayers/norm.py": LAYER.format(imports="", factor="1.0"),
+             "mylayers/table.bin": b"\x00" * 8}
+    if ini:
+        files["pytest.ini"] = ini
+    repo = _project(tmp_path, files, bindings=PACKAGED)
+    _commit(repo, "mylayers/table.bin", b"\x01" * 8)
+    return repo
+
+
+def test_a_changed_file_beside_a_module_the_binding_imports_selects_it(tmp_path):
+    """No baseline, the file never read: its directory is one the binding imports a module from (the directory
+    rule). Before, "no layer changed ... exit 0"."""
+    repo = _packaged(tmp_path)
+    proc, out, doc = _gate(repo)
+    because = "mylayers/table.bin changed (under mylayers/, where mylayers/norm.py is imported from)"
+    assert proc.returncode == 0, out[-3000:]   # selected and run: the layer is right
+    assert f"  rmsnorm mylayers.norm:RMSNorm: {because}" in proc.stdout, out[-3000:]
+    sel = doc["selection"]
+    assert sel["selected"] == [{"contract": "rmsnorm", "impl": "mylayers.norm:RMSNorm", "because": [because]}], sel
+    assert sel["unmapped"] == {}, sel
+    assert [r["outcome"] for r in doc["results"]] == ["passed"], doc["results"]
+
+
+def test_changed_since_ignore_leaves_a_file_beside_a_module_out(tmp_path):
+    """--changed-since-ignore GLOB (and the ini key, unless the branch changes the ini file): the same change
+    selects nothing, and the selection says which glob left the file out."""
+    ini = "[pytest]\nconformance_changed_since_ignore =\n    mylayers/*.bin\n"
+    repo = _packaged(tmp_path, ini)
+    for args in (("--changed-since-ignore", "mylayers/*.bin"), ()):   # the command line's, then the ini file's
+        proc, out, doc = _gate(repo, *args)
+        assert proc.returncode == 0, out[-3000:]
+        assert "no layer changed since HEAD~1" in proc.stdout, out[-3000:]
+        sel = doc["selection"]
+        assert sel["selected"] == [] and sel["ignore"] == ["mylayers/*.bin"], sel
+        assert sel["unmapped"] == {"mylayers/table.bin": "left out by --changed-since-ignore mylayers/*.bin (under "
+                                                         "a directory a binding imports a module from)"}, sel
+        assert doc["results"] == [], doc["results"]
+    # a branch that writes the glob into the ini file itself: not applied, the binding is selected
+    _git(repo, "reset", "-q", "--hard", "HEAD~1")
+    (repo / "pytest.ini").write_text(ini.replace("*.bin", "*"))
+    _commit(repo, "mylayers/table.bin", b"\x02" * 8)   # the ini file's change too (commit -a)
+    proc, out, doc = _gate(repo)
+    assert proc.returncode == 0, out[-3000:]
+    sel = doc["selection"]
+    assert [s["impl"] for s in sel["selected"]] == ["mylayers.norm:RMSNorm"], sel
+    assert sel["ignore_not_applied"] == {"mylayers/*": "set in pytest.ini, which changed"}, sel
