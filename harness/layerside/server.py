@@ -422,12 +422,12 @@ class Server:
                 self.op_begin_check()
             self._own_code()
             result = getattr(self, "op_" + msg["op"])(**wire.decode(msg.get("args") or {}, self.object_of))
-            self._own_code()
+            self._own_code(after=True)
             return {"id": rid, "ok": wire.encode(result, self.handle_of)}
         except BaseException as exc:  # everything the code under test can raise, SystemExit included
             if os.getpid() != self.pid:
                 os._exit(0)
-            self._own_code()
+            self._own_code(after=True)
             return {"id": rid, "raised": self._describe(exc)}
 
     def _describe(self, exc: BaseException) -> dict:
@@ -566,13 +566,14 @@ class Server:
 
     code = None  # (fingerprint.Record) this process's own code before any code under test ran
 
-    def _own_code(self) -> None:
+    def _own_code(self, after: bool = False) -> None:
         """(A process that runs code under test.) Before its first request, the fingerprint of the executor's own
-        code (layerside/fingerprint.py); before and after each later one, what differs from it is kept."""
+        code (layerside/fingerprint.py); ``after`` each request, before its answer is encoded, what differs from it
+        is kept for the end of the check."""
         if self.role in ("layer", "fresh"):
             if self.code is None:
                 self.code = own_code.take(self)
-            else:
+            elif after:
                 own_code.seen(self.code)
 
     def op_code(self) -> list[str]:

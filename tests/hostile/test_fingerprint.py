@@ -85,6 +85,7 @@ def test_each_kind_of_change_is_seen(how, monkeypatch):
     inner = _closure()
     fingerprint._function(rec, "probe", _probe)
     fingerprint._function(rec, "closure", inner)
+    rec.freeze()
     assert fingerprint.ended(rec) == []
     if how == "keyword default":
         monkeypatch.setitem(_probe.__kwdefaults__, "x", 2)
