@@ -212,3 +212,21 @@ PREREQUISITES = {c.id: c.prerequisites for c in CATALOG if c.prerequisites}
 BLOCKING_REASONS = {c.id: c.blocks_because for c in CATALOG if c.blocks_because}
 DEVICE_CHECKS = tuple(c.id for c in CATALOG if c.device_column)
 GRADIENT_TOLERANCE_CHECKS = tuple(c.id for c in CATALOG if c.gradient_tolerances)
+
+
+def _prerequisites_first() -> tuple[str, ...]:
+    order: list[str] = []
+
+    def place(check: str) -> None:
+        if check not in order:
+            for first in _SPECS[check].prerequisites:
+                place(first)
+            order.append(check)
+    for c in CATALOG:
+        place(c.id)
+    return tuple(order)
+
+
+# the order a target's checks run in: CATALOG's, each check after what it rests on, so that a check that fails
+# as a symptom finds its blocker's record already made (verdict.settle) on its own worker
+RUN_ORDER = _prerequisites_first()

@@ -576,7 +576,8 @@ class ConformanceRun:
             file_id = _file_nodeid(self.config, Path(key), self.contract_dirs)
             for t, name, device, dtype, _ in self.target_nodes(key, contract):
                 out += [target_record(self, t, contract, device, dtype, check, outcome="skipped", message=reason,
-                                      nodeid=f"{file_id}::{name}::{check}", not_applicable=True)
+                                      nodeid=f"{file_id}::{name}::{check}", not_applicable=True,
+                                      na_source="contract")
                         for check, reason in self.checks_of(t, contract, dtype) if reason]
         return out
 
@@ -735,8 +736,11 @@ class TargetNode(pytest.Collector):
         self.dtype = dtype
 
     def collect(self):
+        from .check_catalog import RUN_ORDER
         run = self.config.stash[_RUN_KEY]
-        for check, not_applicable in run.checks_of(self.target, self.contract, self.dtype):
+        said = sorted(run.checks_of(self.target, self.contract, self.dtype),
+                      key=lambda c: RUN_ORDER.index(c[0]) if c[0] in RUN_ORDER else len(RUN_ORDER))
+        for check, not_applicable in said:
             if not_applicable:
                 continue   # no item for what can never run: the results show it n/a (ConformanceRun.not_applicable)
             item = ConformanceItem.from_parent(self, name=check, check=check)
@@ -799,11 +803,21 @@ class ConformanceItem(pytest.Item):
                 lane.ran(self)  # the target's last item here: its lane checks are queued now
         verdict.pop("check")
         self._record(**verdict)   # the runner's verdict: outcome, message and the record's other fields
+        if self.record.outcome == "blocked":   # blocked only by a failure this run recorded (verdict.settle)
+            from .verdict import settle
+            reported = {r.key(): r for r in self.config.stash[_RUN_KEY].results}
+            self.record = settle(self.record, reported.get, complete=not self._blocker_planned())
         if self.record.outcome in ("skipped", "blocked"):
             # pytest's skip line (-rs) says n/a as the table does, from the record's one n/a field
             pytest.skip(f"n/a: {self.record.message}" if self.record.status() == "n/a" else self.record.message)
         if self.record.outcome != "passed":
             raise CheckFailed(self.record.message)
+
+    def _blocker_planned(self) -> bool:
+        """Whether this run holds the check that this item's record says blocked it (a narrowed run may not)."""
+        node, own = self.parent, (self.record.details or {}).get("blocked_in_own_dtype")
+        target = node.nodeid.replace(f"-{node.dtype}]", "]") if own and node.dtype else node.nodeid
+        return f"{target}::{self.record.blocked_by}" in {i.nodeid for i in self.session.items}
 
     def compute(self, session=None) -> dict:
         """The runner's verdict for this check: the layer loaded (into ``session``'s executors; default the
