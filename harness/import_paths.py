@@ -98,17 +98,22 @@ def _inside(path: str, roots) -> bool:
     return any(path == r or path.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
 
 
+_STARTUP = [os.path.realpath(p or os.getcwd()) for p in sys.path if isinstance(p, str)]   # as the plugin loads
+
+
 def searched_dirs() -> list[str]:
-    """The directories outside the Python installation the judge may import from: the working directory, then
-    every other sys.path entry outside the installation (PYTHONPATH's, a .pth file's, pytest's rootdir)."""
+    """The user's directories the judge may import from, outside the Python installation: the working directory,
+    PYTHONPATH's entries, and the sys.path entries inside the working directory or added since the plugin was
+    imported (pytest's rootdir and `pythonpath`). A directory a .pth file of the installation adds elsewhere is
+    the installation's own configuration."""
     roots = installation_roots()
     cwd = os.path.realpath(os.getcwd())
     out = [cwd]
-    for entry in sys.path:
-        if not isinstance(entry, str):
-            continue
+    candidates = _pythonpath() + [p for p in sys.path if isinstance(p, str)]
+    for entry in candidates:
         real = os.path.realpath(entry or os.getcwd())
-        if real not in out and os.path.isdir(real) and not _inside(real, roots):
+        user = entry in _pythonpath() or _inside(real, [cwd]) or real not in _STARTUP
+        if user and real not in out and os.path.isdir(real) and not _inside(real, roots):
             out.append(real)
     return out
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import yaml
 
+from . import import_paths
 from .frameworks import FRAMEWORKS, installed
 from .contract import ContractError, bundled_contracts, find_contract
 
@@ -280,7 +281,8 @@ class Changes:
 def changes_since(rev: str) -> Changes:
     import subprocess
     try:
-        top = Path(_git(["rev-parse", "--show-toplevel"]).strip()).resolve()
+        # under --untrusted-tree the change is the tree under test's (the working directory is the base branch)
+        top = Path(_git(["rev-parse", "--show-toplevel"], cwd=import_paths.untrusted_tree()).strip()).resolve()
         base = _git(["merge-base", rev, "HEAD"], cwd=top).strip()
         names = _git(["diff", "--name-only", "-z", base, "HEAD"], cwd=top).split("\0")
         names += _git(["diff", "--name-only", "-z", "HEAD"], cwd=top).split("\0")
@@ -299,9 +301,10 @@ def changed_files(rev: str) -> set[str]:
 
 
 def _search_roots() -> list[Path]:
-    """Where ``import`` looks, in its order: the current directory (as --impl imports), PYTHONPATH, sys.path."""
+    """Where ``import`` looks, in its order: the current directory (as --impl imports; --untrusted-tree's directory
+    instead, where given), PYTHONPATH, sys.path."""
     out: list[Path] = []
-    for entry in [os.getcwd(), *os.environ.get("PYTHONPATH", "").split(os.pathsep), *sys.path]:
+    for entry in [*import_paths.code_tree(), *sys.path]:
         p = Path(entry or os.getcwd())
         if p.is_dir():
             p = p.resolve()
