@@ -316,7 +316,7 @@ class Executor:
             return None
         if info is not None:
             return warming.Warm(name, info, fd, reused=True)
-        self.sandbox.use()
+        self.sandbox.use(self.memory_limit_gib)
         try:
             return warming.launch(name, self.framework, shlex.split(self.sandbox.command(_own_paths_first(self.python),
                                                                                        self.role, _reads())),
@@ -329,7 +329,7 @@ class Executor:
         import execnet
         path = _import_path(self.role, self.user_reference)
         self.hello, self.forked_pid, self.host_pid = {}, None, None
-        self.sandbox.use()
+        self.sandbox.use(self.memory_limit_gib)
         self.gateway = self._gateway(execnet)
         self.channel = self.gateway.remote_exec("from layer_conformance.layerside.server import serve; serve(channel)")
         # the harness package must be importable before the config arrives: it sits on PYTHONPATH

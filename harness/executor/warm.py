@@ -7,7 +7,9 @@ path, sandbox, memory limit and harness code forks its executors from it and ski
 
 The user owns it: nothing outlives a run without the flag, each run that leaves one running names it with
 how to stop it (``python -m layer_conformance warm --stop``), and its registry is a directory of the user's
-(mode 0700). Only the judge that holds a zygote's lock uses it; a second run at the same time starts its own.
+(mode 0700), which no executor can read (the sandbox covers it with an empty directory). The shared directory
+the zygotes and the judges use is a tmpfs of its own, emptied at each run's start and at ``warm --stop``
+(sandbox.py). Only the judge that holds a zygote's lock uses it; a second run at the same time starts its own.
 A zygote runs no code under test, but the processes forked from it share its PID namespace, so a hostile
 layer could reach a warm zygote that later runs fork from: keep it warm for your own layers, not in a gate.
 """
@@ -149,6 +151,8 @@ def launch(name: str, framework: str, command: list[str], idle_s: float, lock_fd
     with os.fdopen(fd, "w") as f:
         json.dump(info, f)
     os.replace(tmp, path)
+    from .sandbox import hold_for
+    hold_for(proc.pid)  # the shared directory's holder lives at least as long as the zygote
     proc.returncode = 0  # never waited for here: it is the user's until it exits (no ResourceWarning)
     return Warm(name, info, lock_fd, reused=False)
 
@@ -182,13 +186,16 @@ def listing() -> list[dict]:
 
 
 def stop_all() -> list[dict]:
-    """End every kept zygote of this user; the ones ended."""
+    """End every kept zygote of this user, and the holder of their shared directory with what it holds; the
+    zygotes ended."""
+    from .sandbox import stop_warm
     ended = listing()
     for z in ended:
         stop_pid(z["root_pid"])
     for p in registry().glob("*.json"):
         with contextlib.suppress(OSError):
             p.unlink()
+    stop_warm()
     return ended
 
 

@@ -223,7 +223,7 @@ def test_f_a_tmp_directory_gone_while_the_sandbox_is_made_does_not_end_the_execu
     (fake / "mount").chmod(0o755)
     # the fake is moved back into the private /tmp first, so that it is on PATH again for the doomed move
     kept = [str(fake), str(doomed), str(tmp_path / "never-there")]
-    command = sandboxing._prefix(sandboxing._unshare(), sandboxing.shared_dir(), True, kept) + ["sh", "-c", "echo started"]
+    command = sandboxing._prefix(sandboxing._unshare(), sandboxing._holder(), True, kept) + ["sh", "-c", "echo started"]
     env = dict(os.environ, PATH=f"{fake}:{os.environ['PATH']}")
     done = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env)
     assert done.returncode == 0 and done.stdout.strip() == "started", done.stderr
