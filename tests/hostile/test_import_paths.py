@@ -124,3 +124,48 @@ def test_untrusted_tree_imports_the_layer_from_it_and_never_its_conftest(tmp_pat
                       "--check", "values", "--dtype", "float32", "pr/tests", cwd=base, timeout=600)
     assert proc.returncode == 4 and "inside it" in proc.stdout + proc.stderr, (proc.stdout + proc.stderr)[-3000:]
     assert not marker.exists(), marker.read_text()
+
+
+# --- the list of names: what a file beside the run may not be called --------------------------------------------
+
+def test_shadows_lists_modules_and_packages_named_like_the_list_and_nothing_else(tmp_path):
+    from layer_conformance.import_paths import shadows
+    for name in ("numpy.py", "yaml.cpython-311-x86_64-linux-gnu.so", "mylayer.py", "numpy_utils.py", "torch.txt"):
+        (tmp_path / name).write_text("")
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text("")
+    (tmp_path / "sympy").mkdir()   # no __init__.py: a namespace portion, which an installed package wins over
+    assert shadows(dirs=[str(tmp_path)]) == [str(tmp_path / n) for n in
+                                             ("numpy.py", "torch", "yaml.cpython-311-x86_64-linux-gnu.so")]
+
+
+def test_the_list_covers_every_module_the_judge_imports_before_user_code():
+    from layer_conformance.import_paths import SHADOWED
+    from layer_conformance.plugin import GUARDED, JUDGE_MODULES
+    tops = {n.partition(".")[0] for n in [*JUDGE_MODULES, *GUARDED]} - set(sys.stdlib_module_names)
+    assert not tops - SHADOWED, sorted(tops - SHADOWED)
+
+
+ZYGOTE_IMPORTS = textwrap.dedent('''\
+    import sys
+    from layer_conformance.layerside import server
+    server._preload(sys.argv[1])
+    for name in server._when_idle(sys.argv[1]):
+        server._import_idle(name)
+    print(" ".join(sorted({m.partition(".")[0] for m in sys.modules})))
+''')
+
+
+@pytest.mark.parametrize("framework", ["torch", "tensorflow", "jax", "mxnet"])
+def test_the_list_covers_every_module_a_zygote_imports(framework, tmp_path):
+    """What a zygote imports (its framework and the modules its adapter preloads, at once and while idle), in the
+    Python that runs it: a file of any of these names beside the run is refused."""
+    from layer_conformance.import_paths import SHADOWED
+    from tests.support import executor_pythons
+    python = executor_pythons(framework).get(framework, sys.executable)
+    proc = subprocess.run([python, "-c", ZYGOTE_IMPORTS, framework], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    tops = {n for n in proc.stdout.split() if n.isidentifier() and not n.startswith("_")}
+    missing = tops - SHADOWED - set(sys.stdlib_module_names) - {"cython_runtime"}
+    assert not missing, sorted(missing)
