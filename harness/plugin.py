@@ -759,6 +759,35 @@ class TargetNode(pytest.Collector):
                            session=session or run.session).with_options(compile_backend=run.compile_backend)
 
 
+def blocker_nodeid(nodeid: str, record: Record) -> str:
+    """The node id of the check that ``record`` (of the check ``nodeid``) says blocked it: the same target, in the
+    cases' own dtype where it was blocked there."""
+    target = nodeid.rpartition("::")[0]
+    if (record.details or {}).get("blocked_in_own_dtype") and record.dtype:
+        target = target.replace(f"-{record.dtype}]", "]")
+    return f"{target}::{record.blocked_by}"
+
+
+_DESELECTED_KEY = pytest.StashKey[set]()
+
+
+def run_deselected(config) -> set:
+    """In a shard of a split matrix (pytest-split's --splits), the node ids it deselected: the other shards' share,
+    so a blocked check whose blocker is among them waits for ``merge --gate``. Empty in any other run: a check
+    deselected with -k or -m runs nowhere, and what it would block fails with its own symptom."""
+    try:
+        sharded = bool(config.getoption("splits"))
+    except ValueError:   # pytest-split is not installed
+        sharded = False
+    return config.stash.get(_DESELECTED_KEY, set()) if sharded else set()
+
+
+def pytest_deselected(items):
+    if items:
+        config = items[0].config
+        config.stash[_DESELECTED_KEY] = run_deselected(config) | {i.nodeid for i in items}
+
+
 def target_record(run, target, contract, device, dtype, check, **fields) -> Record:
     """The record of ``check`` on one target node of ``run`` (``dtype`` None: the cases' own)."""
     return Record(contract=contract.name, impl=target.impl or "(not applicable)", framework=target.framework,
@@ -806,18 +835,20 @@ class ConformanceItem(pytest.Item):
         if self.record.outcome == "blocked":   # blocked only by a failure this run recorded (verdict.settle)
             from .verdict import settle
             reported = {r.key(): r for r in self.config.stash[_RUN_KEY].results}
-            self.record = settle(self.record, reported.get, complete=not self._blocker_planned())
+            self.record = settle(self.record, reported.get, complete=self._blocker_id() not in self._planned_here(),
+                                 elsewhere=lambda _: self._blocker_id() in run_deselected(self.config))
         if self.record.outcome in ("skipped", "blocked"):
             # pytest's skip line (-rs) says n/a as the table does, from the record's one n/a field
             pytest.skip(f"n/a: {self.record.message}" if self.record.status() == "n/a" else self.record.message)
         if self.record.outcome != "passed":
             raise CheckFailed(self.record.message)
 
-    def _blocker_planned(self) -> bool:
-        """Whether this run holds the check that this item's record says blocked it (a narrowed run may not)."""
-        node, own = self.parent, (self.record.details or {}).get("blocked_in_own_dtype")
-        target = node.nodeid.replace(f"-{node.dtype}]", "]") if own and node.dtype else node.nodeid
-        return f"{target}::{self.record.blocked_by}" in {i.nodeid for i in self.session.items}
+    def _blocker_id(self) -> str:
+        """The node id of the check that this item's record says blocked it."""
+        return blocker_nodeid(self.nodeid, self.record)
+
+    def _planned_here(self) -> set:
+        return {i.nodeid for i in self.session.items}
 
     def compute(self, session=None) -> dict:
         """The runner's verdict for this check: the layer loaded (into ``session``'s executors; default the

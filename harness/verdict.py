@@ -24,11 +24,13 @@ def blocker_of(record: Record, lookup):
     return lookup(tuple(fields[k] for k in KEY))
 
 
-def settle(record: Record, lookup, *, complete: bool = True) -> Record:
+def settle(record: Record, lookup, *, complete: bool = True, elsewhere=None) -> Record:
     """``record`` as the run's own records bear it out. "Blocked" is the judge's conclusion from another record of
     this run, never the layer's process's word: it stands only where the check it names failed (or is itself
     blocked by a failure) on the same target; otherwise the check fails with its own symptom. ``complete``: the
-    records are all there (the verdict); else a blocker not yet reported leaves the record as it is."""
+    records are all there (the verdict); else a blocker not yet reported leaves the record as it is.
+    ``elsewhere(record)``: its blocker runs in another process of the same matrix (a shard's deselected check),
+    which ``merge --gate`` settles with both records."""
     if record.outcome != "blocked":
         return record
     seen, blocker = {record.key()}, blocker_of(record, lookup)
@@ -37,7 +39,7 @@ def settle(record: Record, lookup, *, complete: bool = True) -> Record:
         blocker = blocker_of(blocker, lookup)
     if blocker is not None and blocker.failing:
         return record
-    if blocker is None and not complete:
+    if blocker is None and (not complete or (elsewhere is not None and elsewhere(record))):
         return record
     by = record.blocked_by
     why = (f"{by} was not part of this run (a narrowed run: --check, --dtype or a shard): run it too, or this "
@@ -48,11 +50,11 @@ def settle(record: Record, lookup, *, complete: bool = True) -> Record:
                                message=f"{symptom} (its own failure, not blocked: {why})")
 
 
-def settled(records) -> list[Record]:
+def settled(records, elsewhere=None) -> list[Record]:
     """``settle`` of each record against all of them."""
     records = as_records(records)
     by_key = {r.key(): r for r in records}
-    return [settle(r, by_key.get) for r in records]
+    return [settle(r, by_key.get, elsewhere=elsewhere) for r in records]
 
 
 def expectation_for(expectations, record: Record):
@@ -162,7 +164,8 @@ class Verdict:
 
 
 def verdict(records, planned=None, expectations=(), baseline=None, *, strict=False, in_scope=None,
-            interrupted=None, other_failures=(), recorded=(), left_out=None, strict_na=False) -> Verdict:
+            interrupted=None, other_failures=(), recorded=(), left_out=None, strict_na=False,
+            elsewhere=None) -> Verdict:
     """The verdict on ``records`` (``Record`` or their JSON form).
 
     planned: the node ids the run planned (None: not known here; ``merge`` has checked each file's plan); one
@@ -172,12 +175,13 @@ def verdict(records, planned=None, expectations=(), baseline=None, *, strict=Fal
       ``in_scope(old_record)`` says which baseline checks this run was asked to run.
     strict: an expected failure that passes, and a stale entry, fail it.
     strict_na: an n/a on the layer's own word (``layer_na``) that no ``expected: n/a`` entry accepts fails it.
+    elsewhere: ``settle``'s: a blocked record whose blocker another shard runs stays blocked for the merge.
     interrupted: why the run stopped early (truthy): no verdict on what it did, exit 2.
     other_failures: node ids of failed tests that are not conformance checks (the user's own tests).
     recorded: entries --update-expectations wrote in this run: they excuse what is still unexcused, and are
       not judged stale. left_out(entry): an entry about what the run left out on purpose, not stale.
     """
-    first = apply_expectations(settled(records), expectations)
+    first = apply_expectations(settled(records, elsewhere), expectations)
     # an entry written for a failure excuses that failure only (an entry without dtype matches every dtype)
     records = [excused(r, recorded) if r.failing else r for r in first]
     recorded_ = tuple(r for r, was in zip(records, first) if r is not was)

@@ -161,7 +161,7 @@ def test_the_verdict_imports_no_pytest():
     assert not re.search(r"\bopen\(|\bprint\(|read_text|write_text", source), "the verdict does no I/O"
 
 
-def _rec(check, outcome, dtype="", **kw):
+def _record(check, outcome, dtype="", **kw):
     from layer_conformance.record import Record
     return Record(contract="rmsnorm", impl="m:L", framework="torch", device="cpu", check=check, outcome=outcome,
                   dtype=dtype, nodeid=f"rmsnorm.yaml::rmsnorm[L-torch-cpu{'-' + dtype if dtype else ''}]::{check}",
@@ -172,36 +172,36 @@ def test_blocked_stands_only_on_a_failure_this_run_recorded():
     """A check is blocked only by a check that failed on the same target; blocked by a check that passed, or that
     the run did not include (a narrowed --check), it fails with its own symptom and the run exits 1."""
     from layer_conformance.verdict import verdict
-    blocked = _rec("values", "blocked", message="not run: blocked by parameters (x)", blocked_by="parameters",
+    blocked = _record("values", "blocked", message="not run: blocked by parameters (x)", blocked_by="parameters",
                    details={"symptom": "case 'a': values differ"})
-    for others, what in (([_rec("parameters", "passed")], "parameters passed"),
+    for others, what in (([_record("parameters", "passed")], "parameters passed"),
                          ([], "not part of this run")):
         judged = verdict([blocked, *others])
         values = next(r for r in judged.records if r.check == "values")
         assert values.outcome == "failed" and values.blocked_by == "", values
         assert "case 'a': values differ" in values.message and what in values.message, values.message
         assert int(judged.exit_code) == 1, judged.headline
-    judged = verdict([blocked, _rec("parameters", "failed", message="'gain' is untracked")])
+    judged = verdict([blocked, _record("parameters", "failed", message="'gain' is untracked")])
     assert [r.outcome for r in judged.records] == ["blocked", "failed"]
     # in another dtype, blocked by the check in the cases' own dtype: that record is the one that counts
-    in_bf16 = _rec("gradients", "blocked", dtype="bfloat16", blocked_by="values",
+    in_bf16 = _record("gradients", "blocked", dtype="bfloat16", blocked_by="values",
                    details={"symptom": "s", "blocked_in_own_dtype": True})
-    assert verdict([in_bf16, _rec("values", "failed")]).records[0].outcome == "blocked"
-    assert verdict([in_bf16, _rec("values", "passed"), _rec("values", "failed", dtype="bfloat16")]
+    assert verdict([in_bf16, _record("values", "failed")]).records[0].outcome == "blocked"
+    assert verdict([in_bf16, _record("values", "passed"), _record("values", "failed", dtype="bfloat16")]
                    ).records[0].outcome == "failed"
     # a chain: blocked by a check that is itself blocked by a failure stands
-    chain = [_rec("native", "blocked", blocked_by="values"), _rec("values", "blocked", blocked_by="modes"),
-             _rec("modes", "failed")]
+    chain = [_record("native", "blocked", blocked_by="values"), _record("values", "blocked", blocked_by="modes"),
+             _record("modes", "failed")]
     assert [r.outcome for r in verdict(chain).records] == ["blocked", "blocked", "failed"]
 
 
 def test_an_n_a_on_the_layers_word_is_listed_and_fails_under_strict_na_unless_an_entry_accepts_it(tmp_path):
     from layer_conformance.gate.expectations import load_expectations
     from layer_conformance.verdict import verdict
-    na = _rec("batching", "skipped", message="a custom Function without vmap rule", not_applicable=True,
+    na = _record("batching", "skipped", message="a custom Function without vmap rule", not_applicable=True,
               na_source="layer")
-    trusted = _rec("layout", "skipped", message="no strides", not_applicable=True, na_source="framework")
-    judged = verdict([na, trusted, _rec("values", "passed")])
+    trusted = _record("layout", "skipped", message="no strides", not_applicable=True, na_source="framework")
+    judged = verdict([na, trusted, _record("values", "passed")])
     assert int(judged.exit_code) == 0 and [r for r, _ in judged.layer_na] == [na]
     assert any("batching" in text for text, _ in judged.lines())
     judged = verdict([na, trusted], strict_na=True)

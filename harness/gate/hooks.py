@@ -263,11 +263,19 @@ def _verdict(gate, run, config, records, planned, recorded=()) -> Verdict:
     untouched = _untouched(run, config)
     return verdict(records, planned, expectations=gate.expectations,
                    baseline=gate.baseline["results"] if gate.baseline is not None else None,
-                   strict=gate.strict, strict_na=gate.strict_na,
+                   strict=gate.strict, strict_na=gate.strict_na, elsewhere=_elsewhere(config),
                    in_scope=_scope(run, config) if gate.baseline is not None else None,
                    other_failures=gate.failed_nodeids, recorded=recorded,
                    # --changed-since left the untouched bindings out on purpose: an entry about one is not stale
                    left_out=lambda e: any(e.could_match(contract=names, impl=impl) for impl, names in untouched))
+
+
+def _elsewhere(config):
+    """verdict's ``elsewhere``: a blocked record whose blocker this run deselected (a shard's: pytest-split) stays
+    blocked, for ``merge --gate`` to settle with both records."""
+    from ..plugin import blocker_nodeid, run_deselected
+    deselected = run_deselected(config)
+    return (lambda r: bool(r.nodeid) and blocker_nodeid(r.nodeid, r) in deselected) if deselected else None
 
 
 def _expectations_lines(gate, judged: Verdict, say) -> None:
