@@ -277,3 +277,26 @@ def test_changed_since_ignore_leaves_a_file_beside_a_module_out(tmp_path):
     sel = doc["selection"]
     assert [s["impl"] for s in sel["selected"]] == ["mylayers.norm:RMSNorm"], sel
     assert sel["ignore_not_applied"] == {"mylayers/*": "set in pytest.ini, which changed"}, sel
+
+
+def test_held_files_name_what_the_process_maps_or_reads_not_what_it_only_writes(tmp_path):
+    """What an executor adds at the end of a check (layerside.server._held_files): a file mapped after its descriptor
+    closed, a file open for reading; not a file open for writing only (a log)."""
+    import mmap
+    from layer_conformance.layerside.server import _held_files
+    mapped, read, log = (Path(os.path.realpath(tmp_path)) / n for n in ("w.bin", "r.txt", "log.txt"))
+    mapped.write_bytes(b"\0" * 4096)
+    read.write_text("x")
+    with open(mapped, "rb") as f:
+        mapping = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    with open(read) as reading, open(log, "w") as writing:
+        held = _held_files()
+    mapping.close()
+    assert str(mapped) in held and str(read) in held and str(log) not in held, held
+
+
+def test_an_ignore_glob_matches_the_path_or_a_directory_above_it():
+    from layer_conformance.targets import ignored_by
+    assert ignored_by("mylayers/assets/w.bin", ["*.txt", "mylayers/assets/"]) == "mylayers/assets/"
+    assert ignored_by("mylayers/assets/w.bin", ["mylayers/*.bin"]) == "mylayers/*.bin"   # `*` crosses `/`
+    assert ignored_by("mylayers/w.bin", ["assets", "*.txt"]) is None
