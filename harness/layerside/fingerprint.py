@@ -1,4 +1,4 @@
-"""The executor's own code, fingerprinted before the code under test runs and checked again after each check.
+"""The executor's own code, fingerprinted before the code under test runs and checked after each request.
 
 What an executor answers is decided by the harness's code in that process: the adapter's methods, the server's
 ``op_*`` methods and its exception description, ``wire``'s encoding, the ``errors`` helpers, execnet's channel
@@ -9,21 +9,22 @@ fails. ``take`` records, before the first request that can run code under test:
 * for each function of those modules and of their classes: the function object bound to its name, its
   ``__code__`` (identity, and a digest of ``co_code``, ``co_consts`` and ``co_names``), ``__defaults__``,
   ``__kwdefaults__``, ``__globals__`` and the contents of its closure cells;
-* for each such module: every attribute bound to a function, class, module or immutable constant, and the
-  module ``sys.modules`` holds under its name; for each class, its attributes and its MRO;
+* for each such module: every attribute bound to a function, class, module, other callable or immutable
+  constant, and the module ``sys.modules`` holds under its name; for each class, its attributes and its MRO;
 * the server and adapter instances: their class, and no method shadowed on the instance;
-* the built-in functions and types those functions call.
+* the built-in functions and types, and the few numpy functions ``wire`` writes and reads arrays with.
 
 ``changes`` compares the process with that record and names what differs ("layer_conformance.wire.encode
-replaced (by encode at patcher.py:12)"): identities before and after each request (``seen``), and with each code
-object's digest too at the end of each check (``ended``). The judge makes such a check an error
-(``executor.session.Session.end_check``).
+replaced (by encode at patcher.py:12)"): identities after each request, before its answer is encoded (``seen``,
+0.1 ms), and with each code object's digest too at the end of each check (``ended``, 0.3 ms). The judge makes
+such a check an error (``executor.session.Session.end_check``).
 
-This raises the cost of a lie; it cannot rule one out. Code in the same process can patch this module too,
-or the judge's question before it is answered, and a patch that undoes itself before the end of the check
-is seen only where it is still in place then. What stands between a layer and the judge is the process
-boundary (the judge compares in its own process), the sandbox, and the pull request in which such a patch
-is visible.
+This raises the cost of a lie; it cannot rule one out. Code in the same process can patch this module too (or
+``Server.op_end_check``, or the answer on its way out), and a patch made and undone within one request, by code
+that runs after the layer's own in that request, is not seen. The framework itself (``torch.Tensor.numpy``) and
+numpy beyond ``wire``'s few functions are not watched. What stands between a layer and the judge is the process
+boundary (the judge compares in its own process, against references computed elsewhere), the sandbox, and the
+pull request in which such a patch is visible.
 """
 from __future__ import annotations
 
@@ -33,7 +34,6 @@ import types
 import zlib
 from operator import attrgetter, is_not
 
-PACKAGE = "layer_conformance"
 # the harness modules whose code decides what an executor answers (with the framework's adapter module and
 # whatever else of layer_conformance.layerside.adapters is loaded)
 MODULES = ("layer_conformance.layerside.server", "layer_conformance.layerside.fingerprint", "layer_conformance.wire",
@@ -170,6 +170,18 @@ def _namespace(rec: Record, label: str, space: dict, own: str | None) -> None:
                 _class(rec, f"{label}.{attr}", value)
         elif isinstance(value, (types.ModuleType, types.BuiltinFunctionType)) or type(value) in _CONSTANT:
             rec.bound.append((f"{label}.{attr}", space, attr, value))
+        elif callable(value):  # a functools.lru_cache or partial object: itself, and the function it wraps
+            rec.bound.append((f"{label}.{attr}", space, attr, value))
+            _wrapped(rec, f"{label}.{attr}", value, own)
+
+
+def _wrapped(rec: Record, label: str, value, own: str | None) -> None:
+    try:
+        inner = vars(value).get("__wrapped__") if hasattr(value, "__dict__") else None
+    except TypeError:
+        inner = None
+    if isinstance(inner, types.FunctionType) and inner.__module__ == own:
+        _function(rec, label, inner)
 
 
 def _class(rec: Record, label: str, cls: type) -> None:
@@ -193,6 +205,9 @@ def _class(rec: Record, label: str, cls: type) -> None:
                     _function(rec, where, part)
         elif type(value) in _CONSTANT or isinstance(value, type):
             rec.bound.append((where, space, attr, value))
+        elif callable(value) or hasattr(type(value), "__get__"):  # a cached_property, an lru_cache object
+            rec.bound.append((where, space, attr, value))
+            _wrapped(rec, where, getattr(value, "func", value), cls.__module__)
 
 
 def _function(rec: Record, label: str, f: types.FunctionType) -> None:
