@@ -22,8 +22,8 @@ process per run (the *holder*) in a user and mount namespace of its own, which m
 namespaces are made from the holder's (``nsenter``), and the judge reaches the tmpfs through the holder's root
 (``/proc/PID/root``): on the host the shared directory is a symbolic link to it, at the same path the
 executors see. A tmpfs's pages are charged to the cgroup of the process that writes them. The holder ends with
-the judge (its stdin closes). With --keep-warm a holder outlives the run with the kept zygotes (one per user,
-found again by the next run; it ends when none of the processes it was told about is alive, or at ``warm
+the judge (its stdin closes). With --keep-warm a holder outlives the run with the kept zygotes (one per user and
+registry, found again by the next run; it ends when none of the processes it was told about is alive, or at ``warm
 --stop``); each run works in a directory of its own in it, and what earlier runs left is removed at its start.
 
 A cgroup (v2, or v1's memory and pids controllers) per executor process caps the memory and the number of
@@ -457,25 +457,26 @@ def stop_warm() -> bool:
             else:
                 os.kill(info["pid"], signal.SIGKILL)
     _clear_links(base)
-    for name in ("holder.json",):
-        with contextlib.suppress(OSError):
-            os.unlink(f"{base}/{name}")
-    # a directory of the kind this module made before the tmpfs (files on the host's disk): emptied too
+    # what is left on the host's disk (the lock, a stale link) goes, and the directory with it
     with contextlib.suppress(OSError):
         for entry in os.scandir(base):
-            if entry.name not in ("holder.lock",):
-                _remove(entry.path)
+            _remove(entry.path)
+    with contextlib.suppress(OSError):
+        os.rmdir(base)
     return found
 
 
 def _resize(holder: dict, memory_limit_gib) -> None:
-    """The tmpfs's size: the run's --memory-limit (0: no cap but the kernel's, half the memory)."""
+    """The tmpfs's size: the run's --memory-limit (0: no cap but the kernel's, half the memory). (With its source
+    named and no options read back from the mount table: the table's uid= and gid=, in the host's numbers, are
+    refused in a user namespace.)"""
     size = f"{max(1, int(memory_limit_gib * 2 ** 20))}k" if memory_limit_gib else "50%"
     if holder.get("size") == size:
         return
     done = subprocess.run([_tool("nsenter"), f"--target={holder['pid']}", "--user", "--mount",
-                           "--preserve-credentials", "--", "mount", "-n", "-o", f"remount,size={size}",
-                           holder["base"]], capture_output=True, timeout=30)
+                           "--preserve-credentials", "--", "mount", "-n", "--options-source=disable", "-o",
+                           f"remount,nosuid,nodev,size={size}", "tmpfs", holder["base"]],
+                          capture_output=True, timeout=30)
     if done.returncode == 0:
         holder["size"] = size
 

@@ -185,17 +185,19 @@ def warm_user(tmp_path):
 @needs_sandbox
 def test_d_keep_warm_shared_directory_is_empty_at_the_next_run_and_after_warm_stop(warm_user):
     project, env = warm_user
+    env = {**env, "EVIL_MARK": f"evil-leftover-{os.getpid()}-{time.time_ns()}"}   # this test's files alone
     first, record = _run(project, """\
         shared = _shared()
-        open(os.path.join(shared, "evil-leftover"), "w").write("from the first run")
+        open(os.path.join(shared, os.environ["EVIL_MARK"]), "w").write("from the first run")
         for top, dirs, files in os.walk(shared):
             if dirs:
-                open(os.path.join(top, dirs[0], "evil-leftover"), "w").write("from the first run")
+                open(os.path.join(top, dirs[0], os.environ["EVIL_MARK"]), "w").write("from the first run")
                 break
     """, "--keep-warm", env=env)
     assert record is not None and record["outcome"] == "passed", _said(first)
     second, record = _run(project, """\
-        left = [os.path.join(top, f) for top, _, files in os.walk(_shared()) for f in files if "leftover" in f]
+        left = [os.path.join(top, f) for top, _, files in os.walk(_shared()) for f in files
+                if f == os.environ["EVIL_MARK"]]
         if left:
             raise RuntimeError("LEFT BY THE FIRST RUN: " + ", ".join(left))
     """, "--keep-warm", env=env)
@@ -204,7 +206,7 @@ def test_d_keep_warm_shared_directory_is_empty_at_the_next_run_and_after_warm_st
     assert "kept from an earlier run" in second.stdout, second.stdout[-2000:]   # the same zygote, its directory
     # a third run leaves its file; after warm --stop no file of it is anywhere under the host's /tmp
     third, record = _run(project, """\
-        open(os.path.join(_shared(), "evil-leftover"), "w").write("from the third run")
+        open(os.path.join(_shared(), os.environ["EVIL_MARK"]), "w").write("from the third run")
     """, "--keep-warm", env=env)
     assert record is not None and record["outcome"] == "passed", _said(third)
     stopped = _warm(project, env, "--stop")
@@ -212,7 +214,7 @@ def test_d_keep_warm_shared_directory_is_empty_at_the_next_run_and_after_warm_st
     left = []
     for base in Path("/tmp").glob(f"conformance-sandbox-warm-{os.getuid()}*"):
         for top, _, files in os.walk(base, followlinks=True):
-            left += [os.path.join(top, f) for f in files if "leftover" in f]
+            left += [os.path.join(top, f) for f in files if f == env["EVIL_MARK"]]
     assert left == [], left
 
 
