@@ -43,12 +43,15 @@ def own_code_changed(said) -> list[str]:
 
 
 def own_code_message(found: list[str], unanswered: str | None = None) -> str:
-    """The check's error: what was changed, or (``unanswered``) why the executor could not say."""
+    """The check's error: what was changed, and (``unanswered``) why the executor did not answer the end of the
+    check."""
     if not found:
         return f"the layer's executor did not answer the end of the check ({unanswered}), so its own code cannot " \
                f"be vouched for"
     more = f" and {len(found) - OWN_CODE_SHOWN} more" if len(found) > OWN_CODE_SHOWN else ""
-    return "the executor's own code was changed by the code under test: " + "; ".join(found[:OWN_CODE_SHOWN]) + more
+    also = f" (and it did not answer the end of the check: {unanswered})" if unanswered else ""
+    return "the executor's own code was changed by the code under test: " + "; ".join(found[:OWN_CODE_SHOWN]) + \
+        more + also
 
 
 class UsageProblem(LoadFailed):
@@ -240,7 +243,10 @@ class Session:
                 try:
                     info = layer.request("end_check")
                 except (ExecutorLost, CheckTimeout, RemoteError) as exc:
-                    unanswered = str(exc) or type(exc).__name__
+                    unanswered = f"{exc.type_name}: {exc}" if isinstance(exc, RemoteError) else str(exc)
+                    if isinstance(exc, RemoteError):  # the process is there: what it says of its code names the patch
+                        with contextlib.suppress(ExecutorLost, CheckTimeout, RemoteError):
+                            code += own_code_changed(layer.request("code"))
                     raise
                 code += own_code_changed(info.get("code") if isinstance(info, dict) else None)
                 self._note_files((framework, self.current.get(framework)), info)

@@ -83,3 +83,21 @@ class SwapsCode(_OffByTwo):
             space: dict = {}
             exec(HALVING_OP_CALL, space)
             op_call.__code__ = space["op_call"].__code__
+
+
+class BreaksEndOfCheck(ReplacesWireEncode):
+    """As ReplacesWireEncode, and Server.op_end_check (which would report it) raises: the judge used to note that the
+    executor "could not be reset" and keep the check's verdict."""
+    def patch(self):
+        super().patch()
+
+        def op_end_check(server):
+            raise RuntimeError("nothing to report")
+        sys.modules[SERVER].Server.op_end_check = op_end_check
+
+
+class ForgesEndOfCheck(ReplacesWireEncode):
+    """As ReplacesWireEncode, and Server.op_end_check answers as it did before the executor reported its code."""
+    def patch(self):
+        super().patch()
+        sys.modules[SERVER].Server.op_end_check = lambda server: {"changed": [], "threads": [], "files": []}

@@ -1,6 +1,7 @@
 """The executor's own code is checked (layer_conformance/layerside/fingerprint.py). A layer that, in its forward,
 replaces the adapter's method that runs it, ``wire.encode``, a server operation, or that operation's ``__code__``
-(tests/hostile/patches_executor.py) had its wrong output reported halved, and passed `values`. The executor now
+(tests/hostile/patches_executor.py) had its wrong output reported halved, and passed `values`; one that also
+broke the end-of-check operation passed with a note that the executor "could not be reset". The executor now
 fingerprints its own code before the first request and compares after each: such a check is an error naming
 what was replaced, the run exits 1, and a correct layer in the same run is unaffected. Run through the public
 command line, as a user does."""
@@ -19,6 +20,10 @@ ATTACKS = {
     "ReplacesServerOp": "layer_conformance.layerside.server.Server.op_call replaced (by "
                         "ReplacesServerOp.patch.<locals>.halving_op_call at ",
     "SwapsCode": "layer_conformance.layerside.server.Server.op_call: its code replaced (at <string>:2)",
+    # the end-of-check answer is part of the check: one that fails, or says nothing of the code, makes it an error
+    "BreaksEndOfCheck": "layer_conformance.wire.encode replaced (by ReplacesWireEncode.patch.<locals>.halving_encode "
+                        "at ",
+    "ForgesEndOfCheck": "its end-of-check answer says nothing of its code",
 }
 CORRECT = "layer_conformance.reference_impls.torch.rmsnorm:IMPL"
 
@@ -42,6 +47,8 @@ def test_a_layer_that_replaces_the_executors_code_gets_an_error_naming_it(tmp_pa
         assert rec["outcome"] == "error", (attacker, rec)
         assert rec["message"].startswith("the executor's own code was changed by the code under test: "), rec
         assert names in rec["message"], (attacker, rec["message"])
+    assert "(and it did not answer the end of the check: RuntimeError: nothing to report)" in \
+        by[("BreaksEndOfCheck", "values")]["message"]
     for check in ("values", "parameters"):
         rec = by[(CORRECT, check)]
         assert rec["outcome"] == "passed", rec
