@@ -136,6 +136,8 @@ def _compare_grad(ctx, label, got, expected, input_like, rule, recorded=None):
     """None where the gradient is right, else (what is wrong, the hint or ''). ``recorded``: ``_rule_recorded``'s
     question for this call."""
     if got is None:
+        if recorded is not None and recorded():
+            return f"no gradient reached {label}: the layer's custom backward rule ran and returned None for it", ""
         return f"no gradient reached {label} (the framework returned None): it is cut off from the output", ""
     g = ctx.adapter.numpy(got) if not isinstance(got, np.ndarray) else got
     if tuple(g.shape) != tuple(np.shape(input_like)):
@@ -243,6 +245,28 @@ def _finite_difference(ctx, layer, inputs, idx, cotangent, rng, expected):
     return problems, note
 
 
+def _alone(ctx, case, layer, inputs, names, right, cotangent, ref, rule, problems) -> None:
+    """Each input whose gradient is right when every differentiable input requires one, differentiated alone (the
+    others frozen, as a frozen weight is): a backward that computes one input's gradient under another's
+    ``needs_input_grad`` (or ``requires_grad``) test gives it only when both require one."""
+    for i in right:
+        try:
+            _, grads, _ = ctx.adapter.vjp(ctx.callable(layer), layer, inputs, [i], cotangent)
+        except Exception as exc:
+            problems.append(f"case {case.name!r}: differentiating with only {names[i]!r} requiring a gradient "
+                            f"raised {unexpected_error(exc)}")
+            continue
+        label = f"input {names[i]!r} (case {case.name!r}) with only {names[i]!r} requiring a gradient"
+        bad = _compare_grad(ctx, label, grads[i], ref[names[i]], inputs[i], rule,
+                            _rule_recorded(ctx, layer, inputs, [i]))
+        if bad:
+            frozen = ", ".join(repr(n) for k, n in enumerate(names) if k != i and n in ref)
+            problems.add(bad[0], f"the gradient of {names[i]!r} is right while every input requires one: the "
+                                 f"backward computes it under another input's test ({frozen} frozen here)"
+                                 + ("; a Function's backward tests ctx.needs_input_grad[k] with k the input's own "
+                                    "position" if ctx.adapter.name == "torch" else ""))
+
+
 def check_gradients(ctx):
     """Gradients w.r.t. inputs and trainable slots against the reference VJP (true or surrogate)."""
     contract, adapter = ctx.contract, ctx.adapter
@@ -290,11 +314,16 @@ def check_gradients(ctx):
             raise CheckFailed(problems.text()) from exc
         ref = reference_vjp(ctx, ref_vjp, cotangent, inputs, state) if ref_vjp else {}
         recorded = _rule_recorded(ctx, layer, inputs, idx)
+        right = []
         for i in idx:
             bad = _compare_grad(ctx, f"input {names[i]!r} (case {case.name!r})", grads[i], ref[names[i]],
                                 inputs[i], rule, recorded)
             if bad:
                 problems.add(*bad)
+            else:
+                right.append(i)
+        if len(idx) > 1:   # the other real configurations: each input alone requiring a gradient, the rest frozen
+            _alone(ctx, case, layer, inputs, names, right, cotangent, ref, rule, problems)
         for slot in slots:
             name = mapping.get(slot)
             if name is None:

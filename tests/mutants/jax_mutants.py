@@ -183,6 +183,15 @@ class DropoutSeedFromNumpy(_Dropout):
         self.rngs = nnx.Rngs(dropout=int(np.random.randint(2 ** 31))).dropout
 
 
+class DropoutIgnoresSeed(_Dropout):
+    """Dropout that takes rngs and draws from an nnx.Rngs of its own (seed 0): every construction makes the same
+    stream whatever seed it is given, so two models built with different seeds drop the same entries."""
+    def __init__(self, p=0.5, *, rngs: nnx.Rngs):
+        self.p = p
+        self.deterministic = False
+        self.rngs = nnx.Rngs(dropout=0).dropout
+
+
 M = "tests.mutants.jax_mutants"
 MUTANTS = [
     Mutant("jax", "rmsnorm", f"{M}:GainRawArray", "parameters", "untracked attribute 'gain' (jax array [8])", blocked=('compiled', 'composition', 'devices', 'export', 'gradients', 'serialization')),
@@ -210,6 +219,9 @@ MUTANTS = [
            "'rngs.key' differs between two constructions with nnx.Rngs(0) (RNG stream state)"),
     Mutant("jax", "dropout", f"{M}:DropoutSeedFromNumpy", "construction",
            "fork each RNG stream from the rngs given (rngs.dropout.fork())"),
+    Mutant("jax", "dropout", f"{M}:DropoutIgnoresSeed", "construction",
+           "'rngs.count', 'rngs.key' are the same under nnx.Rngs(0) and nnx.Rngs(1): the constructor takes rngs "
+           "and ignores the seed it is given"),
 ]
 
 # No strict_loading mutant here: an NNX module has no load method of its own to override; its state is

@@ -391,6 +391,22 @@ class LinearGradsById(torch.autograd.Function):
         return tuple(grads)
 
 
+class LinearGradXUnderWsFlag(torch.autograd.Function):
+    """grad_x computed only when W needs a gradient (the slip of apex#1517): right while every input requires
+    one; with W frozen, x gets None."""
+    @staticmethod
+    def forward(ctx, W, x, b):
+        ctx.save_for_backward(W, x)
+        return W @ x + b
+
+    @staticmethod
+    def backward(ctx, g):
+        W, x = ctx.saved_tensors
+        if ctx.needs_input_grad[0]:
+            return torch.outer(g, x), W.T @ g, g
+        return None, None, g
+
+
 M = "tests.mutants.torch_mutants"
 MUTANTS = [
     Mutant("torch", "rmsnorm", f"{M}:GainPlainTensor", "parameters", "untracked attribute 'gain'", blocked=('compiled', 'composition', 'devices', 'export', 'gradients', 'serialization', 'abstract')),
@@ -426,4 +442,7 @@ MUTANTS = [
     Mutant("torch", "scaled_tanh", f"{M}:ScaledTanhInPlace", "aliasing", "the call changed its input 'x'"),
     Mutant("torch", "linear_vjp", f"{M}:LinearGradsById", "aliasing", "keys its gradients by the tensors' identity",
            also=("compiled",)),
+    Mutant("torch", "linear_vjp", f"{M}:LinearGradXUnderWsFlag", "gradients",
+           "no gradient reached input 'x' (case 'square') with only 'x' requiring a gradient: the layer's custom "
+           "backward rule ran and returned None for it"),
 ]

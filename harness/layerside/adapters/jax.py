@@ -47,6 +47,15 @@ def _seeded(layer) -> dict:
     return {".".join(map(str, path)): v for path, v in nnx.iter_graph(layer) if isinstance(v, nnx.Variable)}
 
 
+def _takes_rngs(factory) -> bool:
+    """Whether the constructor takes an ``rngs`` argument (``construct`` passes one)."""
+    try:
+        params = inspect.signature(factory.__init__ if inspect.isclass(factory) else factory).parameters
+    except (TypeError, ValueError):
+        return False
+    return "rngs" in params
+
+
 def _seed_value(v) -> np.ndarray:
     """A variable's value as numpy; a typed PRNG key as its key data."""
     x = _value(v)
@@ -699,7 +708,26 @@ class FrameworkAdapter(Adapter):
                     f"draws from a source other than the nnx.Rngs it is given (numpy or Python's random, the time, "
                     f"a global counter); {fix}"] if differ else []
         parts.append({"part": part, "problems": problems, "hint": None})
+        if _takes_rngs(impl):
+            parts.append(self._another_seed(impl, constructor, made, values))
         return parts
+
+    def _another_seed(self, impl, constructor, made, values) -> dict:
+        """A third construction, with nnx.Rngs(1): a constructor that takes rngs and draws from a seed of its own
+        (nnx.Rngs(0) inside) makes the same RNG streams and random parameters whatever seed it is given."""
+        reseeded = self.construct(impl, {**constructor, "rngs": nnx.Rngs(1)})
+        other = {n: _seed_value(v) for n, v in _seeded(reseeded).items()}
+        same = [n for n in values if n in other and np.array_equal(values[n], other[n], equal_nan=True)]
+        streams = [n for n, v in made.items() if isinstance(v, nnx.RngState)]
+        drawn = [n for n, v in made.items() if isinstance(v, nnx.Param) and np.size(values.get(n, ())) > 1
+                 and np.ptp(np.asarray(values[n], dtype=np.float64)) > 0]   # non-constant: drawn, not filled
+        stuck = ([n for n in streams if n in same] if streams and all(n in same for n in streams) else []) \
+            + ([n for n in drawn if n in same] if drawn and all(n in same for n in drawn) else [])
+        problems = [f"{', '.join(map(repr, stuck))} {'is' if len(stuck) == 1 else 'are'} the same under nnx.Rngs(0) "
+                    f"and nnx.Rngs(1): the constructor takes rngs and ignores the seed it is given (it draws from an "
+                    f"nnx.Rngs of its own, or a fixed key); draw every random value, and fork every RNG stream, from "
+                    f"the rngs given"] if stuck else []
+        return {"part": "a construction with another nnx.Rngs seed", "problems": problems, "hint": None}
 
     # -- shapes without data (the ``abstract`` check) ----------------------------------------------
     def abstract_outputs(self, fn, layer, inputs):
