@@ -143,6 +143,17 @@ CASES = [
      f"{TFE}:ConfigWithoutArguments"),
 ]
 
+# each framework's own words where the fix is said in code: a Keras layer that reads int(X.shape[0]) is not told
+# to read x.shape[0] (the None it read), an NNX layer that loops range() over the rows is told JAX's fix, and a Gluon
+# block is told about its graph, not Keras' compute_output_shape
+TW, JW, MXW = "tests.near_misses.tensorflow_wording", "tests.near_misses.jax_wording", "tests.near_misses.mxnet_wording"
+CASES += [
+    ("abstract_fixed_batch", "tensorflow", "rmsnorm", "abstract", f"{TW}:BatchFromStaticShape", f"{TF}:WrongOutputShape"),
+    ("abstract_fixed_batch", "jax", "rmsnorm", "abstract", f"{JW}:RowLoop", f"{J}:NaNGuardItem"),
+    ("abstract_fixed_batch", "mxnet", "rmsnorm", "abstract", f"{MXW}:BatchHardCoded", f"{MX}:DropsNaNRows"),
+    ("abstract_output_shape", "mxnet", "rmsnorm", "abstract", f"{MX}:DropsNaNRows", f"{MXW}:BatchHardCoded"),
+]
+
 # mixed precision (the opt-in mixed_precision check): variables kept in the compute dtype, a policy not taken
 CASES += [
     ("mixed_variables_low", "torch", "rmsnorm", "mixed_precision", f"{TC}:RMSNormStoresBf16Gain",
@@ -170,6 +181,12 @@ CASES += [
 # float64 computed in float32, an error neither explains; near misses right in that dtype, or wrong another way
 CASES += [("computes_narrow", fw, "rmsnorm", "values", f"tests.mutants.{fw}_precision:RMSNormChapter",
            f"tests.mutants.{fw}_precision:RMSNormFloat32Inside", "float16") for fw in ("torch", "tensorflow", "jax", "mxnet")]
+# an intermediate that overflows the dtype (exp(x) in float16) is told so, and the stable forms: not RMSNorm's
+# "compute the statistic" (the near misses: the bundled stable references)
+CASES += [("computes_narrow_overflow", fw, "log1pexp", "values", mutant, f"layer_conformance.reference_impls.{fw}."
+           f"log1pexp:IMPL", "float16") for fw, mutant in (
+    ("torch", "tests.near_misses.torch_wording:Log1pExpNaive"), ("tensorflow", f"{TW}:log1pexp_naive"),
+    ("jax", f"{JW}:log1pexp_naive"), ("mxnet", f"{MXW}:Log1pExpNaive"))]
 CASES += [
     ("computes_float32", "torch", "rmsnorm", "gradients", "tests.mutants.torch_precision:RMSNormFloat32Inside",
      "tests.mutants.torch_precision:RMSNormChapter", "float64"),
@@ -225,6 +242,7 @@ def test_hint_on_mutant_and_not_on_near_miss(session, case):
     values = {"scaled_gradient": {"ratio": "2"}, "register_trainable": {"slot": "gain", "shape": (8,)},
               "accumulated_16bit": {"dtype": dtype, "accumulate": "float32"},
               "computes_narrow": {"dtype": dtype, "wide": "float32"},
+              "computes_narrow_overflow": {"dtype": dtype, "wide": "float32"},
               "precision_unexplained": {"dtype": dtype}, "batching_mixes": {"axis": 0}}.get(hint_id, {})
     text = hint(hint_id, fw, **values) if "{compiler}" not in HINTS[hint_id].text else \
         HINTS[hint_id].text.split("{compiler}")[-1]
@@ -233,8 +251,30 @@ def test_hint_on_mutant_and_not_on_near_miss(session, case):
     assert text.strip() in got["message"], got["message"]
     # said once, however many cases and slots show the mistake
     assert got["message"].count(text.strip()) == 1, got["message"]
+    # never another framework's words for the same mistake, where they differ (a Keras layer told torch's fix)
+    for foreign in {hint(hint_id, o, **values).strip() for o in HINTS[hint_id].by_framework if o != fw} - {text.strip()}:
+        assert foreign not in got["message"], got["message"]
     other = _message(session, fw, contract, check, near, dtype)
     assert text.strip() not in other["message"], other["message"]
+
+
+@pytest.mark.skipif(not MXNET_PYTHON.exists(), reason="no .venv-mxnet here")
+def test_a_gluon_block_without_data_is_told_in_gluons_words(session):
+    """abstract on a Gluon block whose output shape depends on the data: MXNet's graph and F.* operators, not
+    Keras' compute_output_shape."""
+    got = _message(session, "mxnet", "rmsnorm", "abstract", f"{MX}:DropsNaNRows")
+    assert got["outcome"] == "failed", got
+    assert "Keras" not in got["message"] and "compute_output_shape" not in got["message"], got["message"]
+    assert "hybrid_forward" in got["message"] and "infer_shape" in got["message"], got["message"]
+
+
+def test_an_overflow_in_float16_is_not_told_to_compute_a_statistic(session):
+    """log(1 + exp(x)) overflowing float16: the overflow and the stable forms, not RMSNorm's words."""
+    got = _message(session, "torch", "log1pexp", "values", "tests.near_misses.torch_wording:Log1pExpNaive",
+                   "float16")
+    assert got["outcome"] == "failed", got
+    assert "compute the statistic" not in got["message"], got["message"]
+    assert "overflows in float16" in got["message"] and "softplus" in got["message"], got["message"]
 
 
 def test_a_wrong_initial_value_shows_the_expected_values(session):

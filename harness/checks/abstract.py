@@ -34,14 +34,15 @@ _FIXED = ("Constraints violated", "specialized", "specialization", "not a multip
           "shape mismatch", "Incompatible shapes", "cannot reshape", "reshape", "shape '[", "size mismatch")
 
 
-def _why(exc_or_text, fixed=False) -> str:
+def _why(exc_or_text, fw, fixed=False) -> str:
+    """The hint, in ``fw``'s words, for what was raised without data ('' where none fits)."""
     text = exc_or_text if isinstance(exc_or_text, str) else f"{type(exc_or_text).__name__}: {exc_or_text}"
     if "at least two devices" in text or "is not on the expected device" in text:
-        return ". " + hint("abstract_held_tensor")
+        return ". " + hint("abstract_held_tensor", fw)
     if any(k in text for k in _VALUE_READ):
-        return ". " + hint("abstract_reads_value")
+        return ". " + hint("abstract_reads_value", fw)
     if fixed and any(k in text for k in _FIXED):
-        return ". " + hint("abstract_fixed_batch")
+        return ". " + hint("abstract_fixed_batch", fw)
     return ""
 
 
@@ -72,19 +73,19 @@ def check_abstract(ctx):
     except CheckSkipped as exc:
         ways = []
         said.append(f"shapes without data not run: {exc.reason}")
-    hints = {}  # each hint once, after the problems it explains
+    hints, fw = {}, ctx.adapter.name  # each hint once (in the framework's words), after the problems it explains
     for w in ways:
         way = w["way"]
         if w.get("na"):
             said.append(f"{way} n/a: {w['na']}")
         elif w.get("error"):
             problems.append(f"case {case.name!r}: the output's shape without data ({way}) failed: {w['error']}")
-            hints[_why(w["error"]) or ". " + hint("abstract_output_shape")] = None
+            hints[_why(w["error"], fw) or ". " + hint("abstract_output_shape", fw)] = None
         elif list(w["shape"]) != list(full.shape) or w["dtype"] not in (None, dtype):
             what = f"shape {list(w['shape'])}" + (f" and dtype {w['dtype']}" if w["dtype"] else "")
             problems.append(f"case {case.name!r}: {way} gives an output of {what}, the eager call "
                             f"{list(full.shape)}" + (f" and {dtype}" if w["dtype"] else ""))
-            hints[". " + hint("abstract_output_shape")] = None
+            hints[". " + hint("abstract_output_shape", fw)] = None
         else:
             said.append(f"{way} agrees")
     if problems:
@@ -121,7 +122,8 @@ def _symbolic(ctx, fn, layer, case, inputs, batched, n, axis, full, eager):
     got, not_run = adapter_part(
         ctx, "symbolic_batch", fn, layer, [inputs, bigger], batched, axis,
         failed=lambda exc: f"case {name!r}: the layer with a symbolic batch dimension (axis {axis}) raised "
-                           f"{unexpected_error(exc)}" + (_why(exc, fixed=True) or ". " + hint("abstract_fixed_batch")))
+                           f"{unexpected_error(exc)}" + (_why(exc, ctx.adapter.name, fixed=True)
+                                                         or ". " + hint("abstract_fixed_batch", ctx.adapter.name)))
     if not_run:
         return not_run
     want = [full, eager(bigger, f"eagerly on a batch of {2 * n}")[0]]
@@ -143,5 +145,5 @@ def _symbolic(ctx, fn, layer, case, inputs, batched, n, axis, full, eager):
                                                 "batch it was traced with (a Python side effect or state kept in "
                                                 "Python, baked into the program when it was traced)")
     if problems:
-        raise CheckFailed("; ".join(problems) + ". " + hint("abstract_fixed_batch"))
+        raise CheckFailed("; ".join(problems) + ". " + hint("abstract_fixed_batch", ctx.adapter.name))
     return f"{got['way']} agrees at batches of {n} and {2 * n}"

@@ -27,12 +27,13 @@ class Hint:
     id: str
     checks: tuple              # the checks that print it
     when: str                  # the condition, in words
-    text: str = ""             # the text where it is the same in every framework ({fw}: the framework)
+    text: str = ""             # the text where it is the same in every framework ({fw}: the framework); with
+                               # by_framework, the words of the frameworks it does not name (none: '')
     by_framework: dict = field(default_factory=dict)  # framework -> text, where the fix differs
 
     def render(self, framework: str | None = None, **values) -> str:
         """The text for ``framework`` ('' where it has none), with ``values`` filled in."""
-        text = self.by_framework.get(framework, "") if self.by_framework else self.text
+        text = self.by_framework.get(framework, self.text) if self.by_framework else self.text
         return text.format(fw=framework or "the framework", **values)
 
 
@@ -251,11 +252,20 @@ HINTS: dict[str, Hint] = {h.id: h for h in (
     # --- abstract: shapes without data, and a symbolic batch dimension ------------------------------------
     Hint("abstract_output_shape", ("abstract",),
          "the output's shape or dtype computed without data (compute_output_shape, a symbolic call, a fake or "
-         "meta tensor, eval_shape) differs from the eager output's, or computing it raises",
-         text="Make the abstract shape follow the real one: where the layer states its output shape (Keras' "
-              "compute_output_shape or compute_output_spec), it must give the shape and dtype the call returns, "
-              "from the input shape alone; and every op of the call must work on a tensor without values (no "
-              "numpy, no host copies)."),
+         "meta tensor, eval_shape, MXNet's infer_shape) differs from the eager output's, or computing it raises",
+         text="Make the abstract shape follow the real one: every op of the call must work on a tensor without "
+              "values (no numpy, no host copies) and give an output whose shape follows from its inputs' shapes.",
+         by_framework={
+             "tensorflow": "Make the abstract shape follow the real one: where the layer states its output shape "
+                           "(Keras' compute_output_shape or compute_output_spec), it must give the shape and dtype "
+                           "the call returns, from the input shape alone; and every op of the call must work on a "
+                           "KerasTensor without values (no numpy, no .numpy(), no host copies).",
+             "mxnet": "Make the graph's shapes follow from the input's: MXNet infers the output's shape and dtype "
+                      "from the HybridBlock's symbolic graph (infer_shape, infer_type), so every F.* operator in "
+                      "hybrid_forward must have an output shape that follows from its inputs' shapes (not "
+                      "contrib.boolean_mask, a nonzero or a unique of the data) and no NDArray-only call "
+                      "(.asnumpy(), .shape, an `if` on a value) may decide it.",
+         }),
     Hint("abstract_reads_value", ("abstract",),
          "the layer raises without data with the framework's error for a value read",
          text="The layer reads a tensor's value in Python in its forward (.item(), .numpy(), float(x), int(x), an "
@@ -264,8 +274,23 @@ HINTS: dict[str, Hint] = {h.id: h for h in (
     Hint("abstract_fixed_batch", ("abstract",),
          "the program with a symbolic batch dimension cannot be built, or at another batch size gives a wrong "
          "shape or values",
-         text="The layer fixes the batch size: hard-coded, or remembered from the first call (an attribute set "
-              "once). Read it from the input's shape on every call (x.shape[0], or -1 in a reshape)."),
+         by_framework={
+             "torch": "The layer fixes the batch size: hard-coded, or remembered from the first call (an attribute "
+                      "set once). Read it from the input's shape on every call (x.shape[0], or -1 in a reshape).",
+             # x.shape[0] is the None it read: the static shape of a symbolic batch
+             "tensorflow": "The layer fixes the batch size: hard-coded, remembered from the first call, or read "
+                           "from the static shape (int(x.shape[0]), which is None while the batch is symbolic, in "
+                           "a tf.function or a functional model). Read it as a tensor on every call "
+                           "(keras.ops.shape(x)[0]), or use -1 in a reshape.",
+             "jax": "The layer fixes the batch size: a Python loop over the rows (for i in range(x.shape[0])), "
+                    "int(x.shape[0]), a size hard-coded or remembered from the first call. Under jax.export the "
+                    "batch is a symbolic dimension, not a Python int: compute on the whole batch with array ops "
+                    "(a reduction with axis=-1, jax.vmap over the rows), and use -1 in a reshape.",
+             "mxnet": "The layer fixes the batch size in its graph: a number in F.reshape's shape, or one "
+                      "remembered from the first call. A hybridized block's Symbol has no shape to read: use 0 "
+                      "(copy this dimension) or -1 (infer it) in F.reshape's shape, or F.reshape_like / "
+                      "F.broadcast_like against the input.",
+         }),
     Hint("abstract_held_tensor", ("abstract",),
          "the layer on the meta device (or under fake tensors) meets a real tensor on another device",
          text="The layer computes with a tensor it holds outside its registered state (a cache or memo kept "
@@ -354,6 +379,25 @@ HINTS: dict[str, Hint] = {h.id: h for h in (
                                           ("tensorflow", '`ops.cast(x, "{wide}")`'),
                                           ("jax", "`x.astype(jnp.{wide})`"),
                                           ("mxnet", "`x.astype('{wide}')`"))}),
+    # the same measurement, where the narrow output is inf and the wide one, rounded back, is finite: an intermediate
+    # (exp(x) beyond 11 in float16) overflows, where no statistic is wrong; the stable forms that never make it
+    Hint("computes_narrow_overflow", _NUMERIC,
+         "computes_narrow applies, and the layer's output in the dtype is infinite where the same layer one dtype "
+         "wider, rounded back, is finite (an intermediate such as exp(x) overflows)",
+         by_framework={fw: "The layer overflows in {dtype}: an intermediate (such as exp(x), beyond 11 in float16) "
+                           "exceeds {dtype}'s range where the result does not, so the output is inf; the same layer "
+                           "in {wide}, rounded to {dtype}, is within tolerance. Compute it in {wide} (e.g. "
+                           + upcast + ") or in a stable form that never makes the large intermediate (" + stable
+                           + "), or leave {dtype} out of this layer's `dtypes` (a binding's dtypes:, or --dtype)."
+                       for fw, upcast, stable in (
+                           ("torch", "`x.to(torch.{wide})`", "for log(1 + exp(x)): `torch.nn.functional.softplus(x)`"
+                                                             " or `torch.logaddexp(x, torch.zeros_like(x))`"),
+                           ("tensorflow", '`ops.cast(x, "{wide}")`', "for log(1 + exp(x)): `keras.ops.softplus(x)` "
+                                                                      "or `keras.ops.logaddexp(x, 0.0)`"),
+                           ("jax", "`x.astype(jnp.{wide})`", "for log(1 + exp(x)): `jax.nn.softplus(x)` or "
+                                                             "`jnp.logaddexp(x, 0.0)`"),
+                           ("mxnet", "`x.astype('{wide}')`", "for log(1 + exp(x)): `F.relu(x) + F.log1p(F.exp(-F.abs(x)))`"
+                                                             ", or `F.Activation(x, act_type='softrelu')`"))}),
     # after the measurement "The layer computes float64 inputs at float32 precision (error .., float32's epsilon is ..)"
     Hint("computes_float32", _NUMERIC,
          "a float64 forward's error relative to the output's scale is float32-sized (1/16 to 256 times "

@@ -131,7 +131,11 @@ def measure(ctx) -> tuple[str, dict] | None:
         typical = _typical_ulps(got, wide_out, dtype)
         details.update(wider=wide, wider_within_tolerance=wide_ok, typical_ulps_from_wider=typical)
         if wide_ok and typical <= ROUNDING_ULPS:
-            said = hint("computes_narrow", fw, dtype=dtype, wide=wide)
+            # inf where the wide run, rounded back, is finite: an intermediate overflows (mistakes.computes_narrow_overflow)
+            overflow = any(np.any(np.isinf(np.asarray(g, dtype=np.float64))
+                                  & np.isfinite(np.asarray(np.asarray(w).astype(np_dtype(dtype)), dtype=np.float64)))
+                           for g, w in zip(got, wide_out))
+            said = hint("computes_narrow_overflow" if overflow else "computes_narrow", fw, dtype=dtype, wide=wide)
             outputs = list(zip(inputs_per_case, got))
             accumulation = accumulated_low(ctx, state_held, outputs) if dtype in HALF else ""
             return said + (f" {accumulation}" if accumulation else ""), {**details, "cause": "computes_narrow"}
