@@ -101,3 +101,20 @@ class ForgesEndOfCheck(ReplacesWireEncode):
     def patch(self):
         super().patch()
         sys.modules[SERVER].Server.op_end_check = lambda server: {"changed": [], "threads": [], "files": []}
+
+
+class PatchesFreshProcess(_Base):
+    """Correct, but in a check's fresh process (the one export loads the saved layer in) it replaces wire.encode,
+    with one that changes nothing: the fresh process's code is checked as the layer executor's is."""
+    def forward(self, X):
+        import gc
+        servers = [o for o in gc.get_objects() if type(o) is sys.modules[SERVER].Server]
+        wire = sys.modules["layer_conformance.wire"]
+        if any(s.role == "fresh" for s in servers) and not getattr(wire.encode, "_patched", False):
+            encode = wire.encode
+
+            def same_encode(value, handle_of):
+                return encode(value, handle_of)
+            same_encode._patched = True
+            wire.encode = same_encode
+        return self.correct(X)

@@ -140,3 +140,21 @@ def test_a_correct_layers_forward_changes_nothing_it_watches():
     s.adapter.numpy(s.adapter.call(layer, [torch.ones(2, 4).numpy()]))
     fingerprint.seen(rec)
     assert fingerprint.ended(rec) == []
+
+
+def test_a_patch_in_a_checks_fresh_process_is_seen(tmp_path):
+    """export loads the saved layer in a fresh process, whose answers decide the check as much as the layer
+    executor's: a patch there is an error of that check (and the layer executor's checks are unaffected)."""
+    pytest.importorskip("torch")
+    out = tmp_path / "results.json"
+    proc = pytest_run("-q", "-n", "0", "--contract", "rmsnorm", "--impl", "tests.hostile.patches_executor:PatchesFreshProcess",
+                      "--framework", "torch", "--check", "values", "--check", "export", "--dtype", "float32",
+                      "--conformance-json", str(out), "--rootdir", str(ROOT), cwd=ROOT, timeout=600)
+    said = proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert out.exists(), said
+    by = {r["check"]: r for r in json.loads(out.read_text())["results"]}
+    assert by["values"]["outcome"] == "passed", by["values"]
+    assert by["export"]["outcome"] == "error", by["export"]
+    assert "the executor's own code was changed by the code under test: layer_conformance.wire.encode replaced (by " \
+           "PatchesFreshProcess.forward.<locals>.same_encode at " in by["export"]["message"], by["export"]
+    assert proc.returncode == 1, said
