@@ -143,8 +143,10 @@ def na_accepted(check: str, code: str, framework: str) -> str | None:
 # gradients, forward-mode tangents, cross-device parity, properties of the outputs); second derivatives rest on
 # the first (``gradients``). compiled, export and mixed_precision compare evaluation-mode calls of the layer
 # (compiled, reloaded, or under a policy) with the eager one; compiled builds its eager twin from the same state,
-# which rests on that state making a faithful fresh instance (``serialization``). compiled and export are not
-# per dtype: they compare with the same layer run eagerly, in whatever dtype, so a dtype would add nothing but
+# which rests on that state making a faithful fresh instance (``serialization``). Where the eager outputs or first
+# derivatives are already wrong, a compiled or reloaded program that also fails (a NaN under XLA where the eager
+# layer divides by its own tiny eps, a backward through a tensor the forward overwrote) is that mistake's symptom.
+# compiled and export are not per dtype: they compare with the same layer run eagerly, in whatever dtype, so a dtype would add nothing but
 # their cost; together they take about as long as all the others, which leave a core idle (alongside).
 CATALOG: tuple[CheckSpec, ...] = (
     CheckSpec("parameters", "state"),
@@ -154,7 +156,7 @@ CATALOG: tuple[CheckSpec, ...] = (
               blocks_because="the layer's state does not make a faithful fresh instance"),
     CheckSpec("devices", "registration", device_column=True, prerequisites=("modes",)),
     CheckSpec("device_parity", "registration", device_column=True, prerequisites=("modes", "values")),
-    CheckSpec("values", "numerics", per_dtype=True, prerequisites=("modes",),
+    CheckSpec("values", "numerics", per_dtype=True, prerequisites=("modes", "batching"),
               blocks_because="the outputs already differ from the reference",
               not_applicable=_IN_DTYPE),
     CheckSpec("native", "numerics", per_dtype=True, prerequisites=("modes", "values"),
@@ -174,8 +176,9 @@ CATALOG: tuple[CheckSpec, ...] = (
               prerequisites=("modes", "values", "gradients"),
               not_applicable=("no_double_backward", *_IN_DTYPE)),
     # compares the layer with itself (examples alone, permuted, one changed, vectorised), not with the reference,
-    # so wrong values do not block it: a layer that mixes examples fails both
-    CheckSpec("batching", "batching", prerequisites=("modes",),
+    # so wrong values do not block it; a layer that mixes examples has wrong values as a symptom (values rests
+    # on it)
+    CheckSpec("batching", "batching", prerequisites=("modes",), blocks_because="the layer mixes the examples of a batch",
               not_applicable=("contract_cases", "no_vmap", "custom_function_no_vmap")),
     # compare the layer with itself on other memory layouts or one tensor passed twice, so wrong values or first
     # derivatives block them (their comparisons are of outputs and gradients)
@@ -186,9 +189,9 @@ CATALOG: tuple[CheckSpec, ...] = (
     # the layer against itself: shapes and dtypes computed without data, and a program with a symbolic batch
     CheckSpec("abstract", "abstract", prerequisites=("modes",),
               not_applicable=("imperative_function", "not_hybrid", "untraceable", "custom_function_no_vmap", "no_vmap", "parts")),
-    CheckSpec("compiled", "compiled", alongside=True, prerequisites=("modes", "serialization"),
+    CheckSpec("compiled", "compiled", alongside=True, prerequisites=("modes", "values", "gradients", "serialization"),
               not_applicable=("imperative_function", "not_hybrid")),
-    CheckSpec("export", "export", fresh_process=True, alongside=True, prerequisites=("modes",),
+    CheckSpec("export", "export", fresh_process=True, alongside=True, prerequisites=("modes", "values", "gradients"),
               not_applicable=("contract_cases", "no_format", "imperative_function", "not_hybrid", "untraceable", "parts")),
     # builds the layer the ways real code does (factory kwargs and meta-device initialisation in torch, build()
     # alone in Keras, nnx.eval_shape in JAX, deferred initialisation in Gluon) and compares the state with a

@@ -122,10 +122,12 @@ def _unchanged(ctx, problems, hints):
                           ) from exc
     label = lambda ks: ", ".join(repr(names[k]) for k in ks)
     versions = seen["versions"]
+    ops = {int(k): v for k, v in (seen.get("ops") or {}).items()}
+    by = lambda ks: "".join(f" ({', '.join(ops[k])} writes into {names[k]!r})" for k in ks if ops.get(k))
     if not spec.in_place:
         if seen["forward"]:
-            problems.append(f"case {case.name!r}: the call changed its input {label(seen['forward'])}. "
-                            + hint("aliasing_mutates_input"))
+            problems.append(f"case {case.name!r}: the call changed its input {label(seen['forward'])}"
+                            f"{by(seen['forward'])}. " + hint("aliasing_mutates_input"))
         elif seen["backward"]:
             problems.append(f"case {case.name!r}: the backward pass changed the input {label(seen['backward'])}. "
                             + hint("aliasing_mutates_input"))

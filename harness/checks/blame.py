@@ -81,6 +81,26 @@ def state_findings(ctx) -> list[Finding]:
     return out
 
 
+def writes_input(ctx) -> str | None:
+    """"the call writes into its input 'x'" where the layer changes an input in place though the contract does not
+    declare it (aliasing's own probe, forward only), else None: the mistake that aliasing names."""
+    from .applicable import contract_says
+    contract, adapter = ctx.contract, ctx.adapter
+    if (adapter.immutable_arrays or contract.aliasing.in_place or contract_says(contract, "aliasing", adapter.name)
+            or not adapter.implements("input_changes")):
+        return None
+    from .. import inputs as inputs_mod
+    case = contract.cases[0]
+    names = list(case.inputs)
+    try:
+        layer = ctx.layer_at(inputs_mod.test_state(contract))[0]
+        seen = adapter.input_changes(ctx.callable(layer), layer, ctx.case_inputs(case), [], None)
+    except Exception:   # no evidence either way
+        return None
+    changed = sorted(set(seen.get("forward") or []) | set(seen.get("versions") or []))
+    return f"the call writes into its input {', '.join(repr(names[k]) for k in changed)}" if changed else None
+
+
 # what a dtype can bring about on its own, named in a failure: an output or gradient in another dtype, or of
 # another shape (the checks' wording: "dtype float32, expected float16", "shape [4, 9], expected [4, 8]")
 _DTYPE_PROBLEM = re.compile(r"\bdtype \w+, expected \w+")
@@ -155,6 +175,11 @@ def blocker_for(ctx, check: str, exc: BaseException) -> CheckBlocked | None:
         # the state checks run in the cases' own dtype only
         return CheckBlocked(by, "; ".join(f.reason for f in findings if f.check == by), symptom,
                             in_own_dtype=ctx.dtype is not None)
+    wrote = writes_input(ctx)
+    if wrote:   # the root mistake, which aliasing names; whatever else fails is its symptom (autograd's "modified
+        # by an inplace operation", a compiled or reloaded call on a changed input)
+        return None if check == "aliasing" else CheckBlocked("aliasing", wrote, symptom,
+                                                             in_own_dtype=ctx.dtype is not None)
     blocked = _blocked_in_own_dtype(ctx, check, exc, symptom)
     if blocked is not None:
         return blocked

@@ -391,6 +391,37 @@ class LinearGradsById(torch.autograd.Function):
         return tuple(grads)
 
 
+class ScalesInputInPlace(nn.Module):
+    """h = x; h.mul_(1 / rms): right outputs, but the caller's tensor is scaled too, and autograd refuses the
+    backward (the square it saved was overwritten), as compiled and reloaded calls do: one mistake, which aliasing
+    names with the op; the other failures are its symptoms."""
+    def __init__(self, d, eps=1e-6):
+        super().__init__()
+        self.gain = nn.Parameter(torch.ones(d))
+        self.eps = eps
+
+    def forward(self, X):
+        h = X
+        h.mul_(torch.rsqrt(X.to(torch.promote_types(X.dtype, torch.float32)).pow(2).mean(-1, keepdim=True)
+                           + self.eps).to(X.dtype))
+        return h * self.gain
+
+
+class Log1pExpOutputOverSaved(torch.autograd.Function):
+    """Writes its output into the tensor it saved for backward (sigmoid's input): the backward then reads the
+    output, and autograd refuses it; a reloaded or compiled backward meets the same: one mistake, gradients."""
+    @staticmethod
+    def forward(ctx, x):
+        t = x.clone()
+        ctx.save_for_backward(t)
+        return t.copy_(torch.logaddexp(x, torch.zeros_like(x)))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return grad_output * torch.sigmoid(x)
+
+
 class LinearGradXUnderWsFlag(torch.autograd.Function):
     """grad_x computed only when W needs a gradient (the slip of apex#1517): right while every input requires
     one; with W frozen, x gets None."""
@@ -442,6 +473,11 @@ MUTANTS = [
     Mutant("torch", "scaled_tanh", f"{M}:ScaledTanhInPlace", "aliasing", "the call changed its input 'x'"),
     Mutant("torch", "linear_vjp", f"{M}:LinearGradsById", "aliasing", "keys its gradients by the tensors' identity",
            also=("compiled",)),
+    Mutant("torch", "rmsnorm", f"{M}:ScalesInputInPlace", "aliasing",
+           "the call changed its input 'X' (Tensor.mul_ writes into 'X')",
+           blocked=("gradients", "layout", "compiled", "export")),
+    Mutant("torch", "log1pexp", f"{M}:Log1pExpOutputOverSaved", "gradients", "modified by an inplace operation",
+           blocked=("export",)),
     Mutant("torch", "linear_vjp", f"{M}:LinearGradXUnderWsFlag", "gradients",
            "no gradient reached input 'x' (case 'square') with only 'x' requiring a gradient: the layer's custom "
            "backward rule ran and returned None for it"),

@@ -34,6 +34,54 @@ def _settle_compiler():
     torch.distributions.Distribution.set_default_validate_args(validate)
 
 
+class _InPlaceOps:
+    """The in-place operations (``Tensor.mul_``...) the forward applies to each input's memory: {input index:
+    [operation names]}, seen below autograd by a dispatch mode (empty where torch has none)."""
+
+    def __init__(self, args):
+        self.ops: dict = {}
+        self._storages = {}
+        for i, t in enumerate(args):
+            try:
+                self._storages.setdefault(t.untyped_storage().data_ptr(), i)
+            except (AttributeError, RuntimeError):
+                pass
+        self._mode = None
+        try:
+            from torch.utils._python_dispatch import TorchDispatchMode
+        except ImportError:
+            return
+        watch = self
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                watch.saw(func, args)
+                return func(*args, **(kwargs or {}))
+        self._mode = Mode()
+
+    def saw(self, func, args):
+        name = getattr(getattr(func, "overloadpacket", None), "__name__", "")
+        first = args[0] if args else None
+        if not (name.endswith("_") and not name.startswith("_") and isinstance(first, torch.Tensor)):
+            return
+        try:
+            i = self._storages.get(first.untyped_storage().data_ptr())
+        except (AttributeError, RuntimeError):
+            return
+        if i is not None and f"Tensor.{name}" not in self.ops.setdefault(i, []):
+            self.ops[i].append(f"Tensor.{name}")
+
+    def __enter__(self):
+        if self._mode is not None:
+            self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self._mode is not None:
+            self._mode.__exit__(*exc)
+        return False
+
+
 class FrameworkAdapter(Adapter):
     name = "torch"
     parameter_type = "nn.Parameter"
@@ -397,7 +445,9 @@ class FrameworkAdapter(Adapter):
         if isinstance(layer, torch.nn.Module):
             layer.train(False)
             layer.zero_grad(set_to_none=True)
-        out = fn(*args)
+        watch = _InPlaceOps(args)
+        with watch:
+            out = fn(*args)
         changed = lambda: [i for i, (t, b) in enumerate(zip(args, before))
                            if not torch.equal(torch.nan_to_num(t.detach()), torch.nan_to_num(b))]
         forward = changed()
@@ -406,12 +456,17 @@ class FrameworkAdapter(Adapter):
         grads = [None] * len(inputs)
         if isinstance(out, torch.Tensor) and out.requires_grad and cotangent is not None:
             ct = self.tensor(np.asarray(cotangent)).to(dtype=out.dtype)
-            torch.autograd.backward(out, ct)
+            try:
+                torch.autograd.backward(out, ct)
+            except RuntimeError:
+                if not (forward or moved):
+                    raise
+                # autograd refuses a backward through what the forward overwrote: the write is the finding
             backward = [i for i in changed() if i not in forward]
             grads = [leaves[i].grad if i in wrt else None for i in range(len(inputs))]
         state = {**self.non_trainable(layer), **self.trainable(layer)} if isinstance(layer, torch.nn.Module) else {}
         conv = lambda g: None if g is None else g.detach()
-        return {"forward": forward, "backward": backward, "versions": moved,
+        return {"forward": forward, "backward": backward, "versions": moved, "ops": watch.ops,
                 "output": out.detach() if isinstance(out, torch.Tensor) else out,
                 "input_grads": [conv(g) for g in grads], "state_grads": {k: conv(v.grad) for k, v in state.items()}}
 
