@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import USER_LAYER, pytest_run
+from tests.support import ROOT, USER_LAYER, USER_LAYERS, executor_pythons, pytest_run
 
 # a module that stands aside for the real one wherever it is imported, and says where it ran (in a file beside it)
 PLANTED = textwrap.dedent('''\
@@ -126,6 +126,34 @@ def test_untrusted_tree_imports_the_layer_from_it_and_never_its_conftest(tmp_pat
     assert not marker.exists(), marker.read_text()
 
 
+@pytest.mark.slow   # builds (or reuses) the [torch] wheel's venv: minutes the first time
+def test_an_executor_python_imports_its_own_numpy_when_the_judge_is_a_wheel_install(tmp_path):
+    """The README's route: the harness installed from its wheel in a numpy 2 venv, MXNet's executors in an
+    environment of their own. The executors put the judge's site-packages (where the wheel lies, numpy 2 beside
+    it) before their own, and every MXNet check errored."""
+    mxnet = executor_pythons("mxnet")["mxnet"]
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")
+           and not k.startswith(("PYTEST_", "CONFORMANCE_"))}
+    proc = subprocess.run(["bash", str(ROOT / "scripts" / "wheel-envs.sh"), "torch"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=1800)
+    said = proc.stdout + proc.stderr
+    if proc.returncode != 0 and ("No matching distribution found" in said or "Could not find a version" in said):
+        pytest.skip("the [torch] wheel's venv cannot be built here: pip cannot reach its packages")
+    assert proc.returncode == 0, said[-3000:]
+    python = ROOT / proc.stdout.split()[-1]
+    (tmp_path / "mylayer.py").write_text(USER_LAYERS["mxnet"])
+    proc = subprocess.run([str(python), "-m", "pytest", "-p", "no:cacheprovider", "--contract", "rmsnorm", "--impl",
+                           "mylayer:RMSNorm", "--framework", "mxnet", "--executor-python", f"mxnet={mxnet}", "--check",
+                           "values", "--conformance-json", "out.json"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=900)
+    said = proc.stdout + proc.stderr
+    assert proc.returncode == 0, said[-3000:]
+    records = json.loads((tmp_path / "out.json").read_text())["results"]
+    values = [r for r in records if r["check"] == "values"]
+    assert any(r["outcome"] == "passed" for r in values), said[-3000:]
+    assert not [r for r in values if r["outcome"] in ("failed", "error", "blocked")], said[-3000:]
+
+
 # --- the list of names: what a file beside the run may not be called --------------------------------------------
 
 def test_shadows_lists_modules_and_packages_named_like_the_list_and_nothing_else(tmp_path):
@@ -161,7 +189,6 @@ def test_the_list_covers_every_module_a_zygote_imports(framework, tmp_path):
     """What a zygote imports (its framework and the modules its adapter preloads, at once and while idle), in the
     Python that runs it: a file of any of these names beside the run is refused."""
     from layer_conformance.import_paths import SHADOWED
-    from tests.support import executor_pythons
     python = executor_pythons(framework).get(framework, sys.executable)
     proc = subprocess.run([python, "-c", ZYGOTE_IMPORTS, framework], cwd=tmp_path, capture_output=True, text=True,
                           timeout=300)
