@@ -117,12 +117,15 @@ def problem(spec: str, signature: dict | None, constructor: dict, arg_map: dict 
                        f"{'it' if len(said) == 1 else 'them'} (its parameters: "
                        f"{', '.join(map(repr, params)) or 'none'})")
         free = [n for n in missing + params if n not in given and n not in SUPPLIED]
-        fixes = []
-        for arg in unaccepted:
-            close = difflib.get_close_matches(arg, list(dict.fromkeys(free)), n=1, cutoff=0.5)
-            if not close and len(unaccepted) == 1 and len(missing) == 1:
-                close = missing
-            fixes.append(f"--arg-map {arg}={close[0] if close else 'NAME'}")
+        close = {arg: difflib.get_close_matches(arg, list(dict.fromkeys(free)), n=1, cutoff=0.5) for arg in unaccepted}
+        # a name no close match explains takes the one required parameter left without an argument, where exactly one
+        # is left and exactly one such name (d -> num_features beside eps -> epsilon)
+        claimed = {c[0] for c in close.values() if c}
+        unmatched = [a for a in unaccepted if not close[a]]
+        left = [n for n in missing if n not in claimed]
+        if len(unmatched) == 1 and len(left) == 1:
+            close[unmatched[0]] = left
+        fixes = [f"--arg-map {arg}={close[arg][0] if close[arg] else 'NAME'}" for arg in unaccepted]
         one = len(unaccepted) == 1
         how = (f"map {'it' if one else 'them'} with {' '.join(fixes)}, or, where the layer has no use for "
                f"{'it' if one else 'one'}, drop it with --arg-map {unaccepted[0]}= (in a bindings entry: "

@@ -74,9 +74,12 @@ def missing_dependency(exc: BaseException) -> str | None:
     while seen is not None and seen not in chain:
         chain.append(seen)
         seen = seen.__cause__ or seen.__context__
+    frames = traceback.extract_tb(exc.__traceback__)
+    shim = _mxnet_without_shim(chain, frames)
+    if shim is not None:
+        return shim
     if not any(isinstance(e, ImportError) for e in chain):
         return None
-    frames = traceback.extract_tb(exc.__traceback__)
     if not frames or _is_user(frames[-1].filename):
         return None
     absent = next((e.name for e in chain if isinstance(e, ModuleNotFoundError) and e.name), None)
@@ -88,6 +91,23 @@ def missing_dependency(exc: BaseException) -> str | None:
     return (f"the installed package {needed_by!r} cannot be imported in this environment ({type(cause).__name__}: "
             f"{cause}): `pip check` names the requirement it breaks; install a version of {needed_by!r} that "
             f"fits the other packages")
+
+
+# the numpy aliases MXNet 1.9.1 uses and numpy 1.24 removed (layer_conformance.layerside.adapters.mxnet_shim.ALIASES)
+_NUMPY_ALIAS = re.compile(r"module 'numpy' has no attribute '(bool|int|float|complex|object|str)'")
+MXNET_SHIM = "from layer_conformance.layerside.adapters.mxnet_shim import apply; apply()"
+
+
+def _mxnet_without_shim(chain, frames) -> str | None:
+    """MXNet 1.9.1 imported on numpy >= 1.24 without the shim: ``import mxnet`` raises AttributeError for a
+    removed numpy alias (numpy.bool) from MXNet's own modules. The README's fix, by name; None for anything else."""
+    said = next((m for e in chain if isinstance(e, AttributeError) for m in [_NUMPY_ALIAS.search(str(e))] if m),
+                None)
+    if said is None or not any(f"{os.sep}mxnet{os.sep}" in f.filename for f in frames):
+        return None
+    return (f"importing mxnet raised AttributeError: {said.group(0)}: MXNet 1.9.1 imports on numpy >= 1.24 only "
+            f"after the shim that puts back numpy's removed aliases; call `{MXNET_SHIM}` before the first "
+            f"`import mxnet` (at the top of your layer's module, above its own import of mxnet)")
 
 
 def _installed_package(filename: str) -> str:

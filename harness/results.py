@@ -403,8 +403,9 @@ SYMBOL = {"passed": "ok", "failed": "FAIL", "skipped": "skip", "blocked": "blkd"
           "xfail": "xfail", "xpass": "XPASS"}
 
 
-def summary_table(records) -> str:
-    """One row per (contract, impl, framework, device), one column per check."""
+def summary_table(records, collected=None) -> str:
+    """One row per (contract, impl, framework, device), one column per check, then the counts (``collected``: the
+    test ids the run collected, which tells its n/a records of checks never collected from its skipped checks)."""
     from .checks import CHECKS
     records = as_records(records)
     checks = list(CHECKS) + sorted({r.check for r in records} - set(CHECKS))
@@ -419,6 +420,12 @@ def summary_table(records) -> str:
     widths = [max(len(str(row[i])) for row in table) for i in range(len(table[0]))]
     lines = ["  ".join(str(v).ljust(w) for v, w in zip(row, widths)).rstrip() for row in table]
     lines.insert(1, "  ".join("-" * w for w in widths))
+    # n/a apart from skipped, so that "skipped" means what pytest's own line means by it (with "blocked": pytest
+    # counts both as skipped): the collected checks that were skipped. n/a: the checks never collected, whose records
+    # say why (``collected``, the test ids the run collected; without it, from a file, every n/a record)
     counts = {o: sum(r.outcome == o for r in records) for o in OUTCOMES}
-    lines.append(", ".join(f"{n} {o}" for o, n in counts.items()))
+    counts["n/a"] = sum(r.status() == "n/a" and (collected is None or r.nodeid not in collected) for r in records)
+    counts["skipped"] -= counts["n/a"]
+    order = ("passed", "failed", "blocked", "n/a", "skipped", "error")
+    lines.append(", ".join(f"{counts[o]} {o}" for o in order))
     return "\n".join(lines)

@@ -191,6 +191,8 @@ def _framework_for(impl_spec: str, requested: list[str], pythons: dict, probe) -
         if requested:  # the checks will report the import failure, each with the point of failure
             return requested[0], None, None
         module = impl_spec.split(":", 1)[0]
+        if getattr(exc, "missing_dependency", None):  # the environment (MXNet without its shim), not the module
+            raise UsageError(f"--impl {impl_spec!r}: {exc.missing_dependency}") from None
         if exc.type_name == "ModuleNotFoundError":
             raise UsageError(f"--impl {impl_spec!r}: cannot import module {module!r}: {exc}") from None
         if exc.type_name == "AttributeError":

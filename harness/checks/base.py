@@ -206,11 +206,12 @@ class CheckContext:
             if len(same) == 1:
                 out[slot] = same[0]
         if strict:
-            from .mistakes import hint
+            from .mistakes import state_map_hint
             missing = [s for s in slots if s not in out]
             if missing:
                 raise CheckFailed(f"cannot find state slot(s) {', '.join(map(repr, missing))} in the layer "
-                                  f"(its state: {sorted(state) or 'empty'}); {hint('state_map')}")
+                                  f"(its state: {sorted(state) or 'empty'}); "
+                                  f"{state_map_hint(missing, [k for k in state if k not in out.values()])}")
         return out
 
     def tolerance(self, check: str, dtype: str):

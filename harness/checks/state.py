@@ -8,7 +8,7 @@ from .. import inputs as inputs_mod
 from ..dtypes import np_dtype
 from .base import CheckBlocked, CheckFailed
 from .common import untracked_for
-from .mistakes import Findings, hint
+from .mistakes import state_map_hint, Findings, hint
 
 
 def _shape_dtype_problems(ctx, slot, spec, value) -> list[str]:
@@ -65,7 +65,8 @@ def check_parameters(ctx):
                                 f"{sorted(trainable) or '(empty)'}")
                 # registered under a name that neither its own nor a unique shape tells: only the user can say
                 if any(tuple(v.shape) == shape and n not in mapping.values() for n, v in trainable.items()):
-                    problems.say(f"if one of the trainable names holds a slot the contract names, {hint('state_map')}")
+                    problems.say(f"if one of the trainable names holds a slot the contract names, "
+                                 f"{state_map_hint([slot], [n for n in trainable if n not in mapping.values()])}")
             continue
         value = trainable[name]
         problems += _shape_dtype_problems(ctx, slot, spec, value)

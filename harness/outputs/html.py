@@ -6,7 +6,7 @@ import os
 
 from .. import results
 from ..report import render_html
-from .base import Output
+from .base import Output, write_file
 
 
 def addoption(group, parser) -> None:
@@ -21,7 +21,7 @@ def target(config) -> str | None:
 def write(result, path) -> str:
     page = render_html(result.document, baseline=result.baseline, comparison=result.verdict.comparison,
                        baseline_name=result.baseline_name)
-    results.write_atomically(path, page)
+    write_file(path, page)
     return f"conformance html: {os.path.abspath(path)}"
 
 
