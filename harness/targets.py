@@ -620,7 +620,9 @@ def select_changed(entries: list[dict], bindings: str, rev: str, loaded: list | 
     selection = {"changed_since": rev, "merge_base": changes.base,
                  "by": BY_IMPORTS if loaded is None else BY_LOADED,   # what selected: the scan, or it and a baseline
                  "changed_files": sorted(changes.rel(f) for f in changes.files),
-                 "selected": why_list, "untouched": len(untouched), "unmapped": unmapped}
+                 "selected": why_list, "untouched": len(untouched), "unmapped": unmapped,
+                 # by name, for the HTML report: no file each imports (or, with a baseline, loaded) changed
+                 "untouched_bindings": [{"contract": str(e["contract"]), "impl": str(e["impl"])} for e in untouched]}
     if globs:
         selection["ignore"] = globs
     if not_applied:

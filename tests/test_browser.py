@@ -250,12 +250,62 @@ def test_the_regression_table_has_each_message_and_the_blocked_under_their_failu
     rows = browser.execute_script("""return [...document.querySelectorAll('#baseline tbody tr')].map(tr =>
         [tr.dataset.check, tr.className, tr.cells[0].textContent, tr.querySelector('td.message').textContent])""")
     message = {r["check"]: r["message"] for r in doc["results"] if r["contract"] == "centered" and r["device"] == "cpu"}
+    # one mistake, listed once: what values' failure newly blocks is one row under it, folded (open to list them)
+    folded = rows[2][3]
+    rows[2][3] = folded.split("blocked by values")[0] + "blocked by values"
     assert rows == [
         ["devices", "", "\u25b2 newly failing", message["devices"]],
         ["values", "", "\u25b2 newly failing", message["values"]],
-        # one mistake, listed once: what values' failure newly blocks follows it, marked as its
-        ["composition", "under", "newly blocked by values", message["composition"]],
+        ["composition", "under", "\u2298 newly blocked by values", "1 check newly blocked by values"],
         ["second_order", "", "\u25b2 newly skipped", message["second_order"]],
         ["parameters", "", "\u25bc newly passing", ""],
     ]
+    assert "composition centered \u00b7 mypkg.layers:Centered \u00b7 torch / cpu (was passed)" in folded, folded
     assert "3 regression(s)" in browser.find_element("id", "baseline").text
+
+
+def test_many_newly_blocked_checks_are_one_folded_row(browser, tmp_path):
+    """A new failure that blocks a dozen checks does not fill the first screen: one row, closed, under it."""
+    from tests.support import sample_rec as rec
+    doc, base = gated_sample()
+    impl = "mypkg.layers:Centered"
+    more = ["serialization", "devices", "device_parity", "native", "gradients", "strict_loading", "modes",
+            "properties", "forward_mode", "batching", "layout"]
+    extra = [rec("centered", impl, "torch", c, "blocked", "not run: blocked by values (the output is wrong)",
+                 blocked_by="values") for c in more]
+    doc["results"] = [r for r in doc["results"] if r["check"] not in more or r["contract"] != "centered"] + extra
+    base["results"] = [r for r in base["results"] if r["check"] not in more or r["contract"] != "centered"] + \
+        [rec("centered", impl, "torch", c, "passed") for c in more]
+    path = tmp_path / "many.html"
+    write_html(path, doc, comparison=compare(base["results"], doc["results"]), baseline_name="old.json")
+    _open(browser, path)
+    rows = browser.execute_script("return [...document.querySelectorAll('#baseline tbody tr')].map(tr => "
+                                  "[tr.className, tr.dataset.blocked || '', tr.offsetHeight])")
+    under = [r for r in rows if r[0] == "under"]
+    assert len(under) == 1 and under[0][1] == str(len(more) + 1), rows
+    assert under[0][2] < 60, rows   # closed: one line, not a dozen rows
+
+
+def test_the_changed_since_selection_is_shown(browser, tmp_path):
+    from tests.test_report import SELECTION
+    path = tmp_path / "selection.html"
+    write_html(path, dict(sample_doc(), selection=SELECTION))
+    _open(browser, path)
+    section = browser.find_element("id", "selection")
+    assert section.is_displayed()
+    text = browser.execute_script("return document.getElementById('selection').textContent")
+    assert "Changed since origin/main" in text and "1 binding(s) selected, 1 untouched" in text, text
+    assert "centered mypkg.layers:Centered: mypkg/layers.py changed (the implementation's module)" in text, text
+    assert "rmsnorm mypkg.norms:RMSNorm" in text and "no file each imports changed" in text, text
+    assert "README.md: not an implementation" in text, text
+
+
+def test_the_search_placeholder_is_not_clipped(browser, report):
+    _open(browser, report)
+    fits = browser.execute_script("""
+        var q = document.getElementById('f-q'), s = getComputedStyle(q);
+        var ctx = document.createElement('canvas').getContext('2d');
+        ctx.font = s.font;
+        var room = q.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight);
+        return [ctx.measureText(q.placeholder).width, room];""")
+    assert fits[0] <= fits[1], fits

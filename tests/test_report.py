@@ -193,3 +193,49 @@ def test_a_dtype_the_contract_adds_is_a_row_of_its_own(tmp_path):
     # the page draws a dtype column and keys a dtype's row apart (the cases' own keeps its 4-part key)
     assert 'el("th", null, ["dtype"])' in html and "tr.dataset.dtype = r[2]" in html
     assert "cellKey(c.contract, c.row, c.framework, c.device, c.dtype)" in html
+
+
+# --- --changed-since's selection, newly blocked checks folded under their failure, the search box -----------------
+
+SELECTION = {"changed_since": "origin/main", "merge_base": "0123456789abcdef", "by": "imports (static)",
+             "changed_files": ["mypkg/layers.py", "README.md"],
+             "selected": [{"contract": "centered", "impl": "mypkg.layers:Centered",
+                           "because": ["mypkg/layers.py changed (the implementation's module)"]}],
+             "untouched": 1, "untouched_bindings": [{"contract": "rmsnorm", "impl": "mypkg.norms:RMSNorm"}],
+             "unmapped": {"README.md": "not an implementation, a contract or a module they import"}}
+
+
+def test_the_report_shows_what_changed_since_selected_and_why():
+    """The results file's `selection`: the bindings that ran and why, those untouched and why, the files that select
+    none. Before, the report left it out."""
+    doc = dict(sample_doc(), selection=SELECTION)
+    data = embedded(render_html(doc))
+    sel = data["selection"]
+    assert sel["changed_since"] == "origin/main" and sel["untouched"] == 1
+    assert sel["selected"] == SELECTION["selected"]
+    assert sel["untouched_bindings"] == [{"contract": "rmsnorm", "impl": "mypkg.norms:RMSNorm"}]
+    assert sel["unmapped"] == SELECTION["unmapped"]
+    page = render_html(doc)
+    assert '<section id="selection" hidden></section>' in page and "function selection()" in page
+    assert embedded(render_html(sample_doc()))["selection"] is None    # no --changed-since: no section drawn
+
+
+def test_newly_blocked_checks_are_folded_under_the_failure_that_blocks_them():
+    doc, base = gated_sample()
+    data = build_data(doc, compare(base["results"], doc["results"]), "old.json")
+    checks = data["checks"]
+    (values,) = [i for i, c in enumerate(checks) if c["check"] == "values" and c["change"] == "newly_failing"]
+    folded = data["baseline"]["blocked_under"]
+    assert {checks[int(k)]["check"]: [checks[i]["check"] for i in v] for k, v in folded.items()} == \
+        {"values": ["composition"]}
+    assert str(values) in folded
+    page = render_html(doc, comparison=compare(base["results"], doc["results"]))
+    assert "folded into the row under the failure that blocks it" in page
+
+
+def test_the_search_box_is_wide_enough_for_its_placeholder():
+    page = render_html(sample_doc())
+    placeholder = re.search(r'id="f-q" type="search" placeholder="([^"]*)"', page).group(1)
+    width = re.search(r"#f-q \{ width: (\d+)ch; \}", page)
+    assert width, "the search box has no width of its own (the browser's default cuts the placeholder)"
+    assert int(width.group(1)) >= len(placeholder) + 2, (width.group(0), placeholder)

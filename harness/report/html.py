@@ -117,6 +117,9 @@ def build_data(doc: dict, comparison=None, baseline_name: str | None = None, tit
             "changed": [i for _, root in comparison.newly_failing
                         for i in [index[root.key()]] + rows(comparison.blocked_under(root))]
                        + rows(comparison.newly_skipped),
+            # the checks each new failure newly blocks, by its index: the page folds them into one row under it
+            "blocked_under": {str(index[root.key()]): rows(comparison.blocked_under(root))
+                              for _, root in comparison.newly_failing if comparison.blocked_under(root)},
             "fixed": rows(comparison.newly_passing),
             "disappeared": [{k: getattr(o, k) for k in KEY + ("outcome",)} for o in comparison.disappeared],
         }
@@ -125,8 +128,25 @@ def build_data(doc: dict, comparison=None, baseline_name: str | None = None, tit
         "harness_version": doc.get("harness_version"), "schema_version": doc.get("schema_version"),
         "environment": env, "check_order": list(CHECKS), "status_order": list(STATUS_ORDER),
         "look": LOOK, "count_words": COUNT_WORDS,
-        "checks": checks, "baseline": baseline,
+        "checks": checks, "baseline": baseline, "selection": _selection(doc.get("selection")),
     })
+
+
+def _selection(selection) -> dict | None:
+    """What --changed-since selected, as the page shows it: the bindings that ran and why, those left untouched
+    (by name where the results file lists them) and why, the changed files that select none and why."""
+    if not isinstance(selection, dict) or "changed_since" not in selection:
+        return None
+    untouched = selection.get("untouched_bindings")
+    count = selection.get("untouched")
+    return {"changed_since": selection.get("changed_since"), "merge_base": selection.get("merge_base"),
+            "by": selection.get("by"), "changed_files": list(selection.get("changed_files") or []),
+            "selected": [{"contract": s.get("contract"), "impl": s.get("impl"), "because": list(s.get("because") or [])}
+                         for s in selection.get("selected") or []],
+            "untouched": len(untouched) if isinstance(untouched, list) else (count if isinstance(count, int) else 0),
+            "untouched_bindings": untouched if isinstance(untouched, list) else None,
+            "unmapped": dict(selection.get("unmapped") or {}),
+            "ignore": selection.get("ignore")}
 
 
 def _embed(data: dict) -> str:
