@@ -15,13 +15,15 @@ fails. ``take`` records, before the first request that can run code under test:
 * the built-in functions and types, and the few numpy functions ``wire`` writes and reads arrays with.
 
 ``changes`` compares the process with that record and names what differs ("layer_conformance.wire.encode
-replaced (by encode at patcher.py:12)"): identities after each request, before its answer is encoded (``seen``,
-0.1 ms), and with each code object's digest too at the end of each check (``ended``, 0.3 ms). The judge makes
-such a check an error (``executor.session.Session.end_check``).
+replaced (by encode at patcher.py:12)"): the bindings after each request, before its answer is encoded
+(``seen``, 0.1 ms), and everything, each function's code and defaults and each code object's digest included, at
+the end of each check (``ended``, about 1 ms). The judge makes such a check an error
+(``executor.session.Session.end_check``).
 
 This raises the cost of a lie; it cannot rule one out. Code in the same process can patch this module too (or
-``Server.op_end_check``, or the answer on its way out), and a patch made and undone within one request, by code
-that runs after the layer's own in that request, is not seen. The framework itself (``torch.Tensor.numpy``) and
+``Server.op_end_check``, or the answer on its way out); a patch made and undone within one request, by code
+that runs after the layer's own in that request, is not seen, nor is a function's ``__code__`` or defaults
+swapped and put back between the end of one request and the end of the check. The framework itself (``torch.Tensor.numpy``) and
 numpy beyond ``wire``'s few functions are not watched. What stands between a layer and the judge is the process
 boundary (the judge compares in its own process, against references computed elsewhere), the sandbox, and the
 pull request in which such a patch is visible.
@@ -32,7 +34,7 @@ import builtins
 import sys
 import types
 import zlib
-from operator import attrgetter, is_not
+from operator import attrgetter, is_not, itemgetter
 
 # the harness modules whose code decides what an executor answers (with the framework's adapter module and
 # whatever else of layer_conformance.layerside.adapters is loaded)
@@ -67,7 +69,8 @@ class Record:
             values.append(value)
         functions = tuple(f[1] for f in self.functions)
         self.fast = (tuple(n for n, _ in self.modules), tuple(m for _, m in self.modules),
-                     tuple((space, tuple(names), tuple(values)) for space, names, values in spaces.values()),
+                     tuple((space, itemgetter(*names), tuple(values), len(names) == 1)
+                           for space, names, values in spaces.values()),
                      functions, tuple(f[2] for f in self.functions), tuple(f[4] for f in self.functions),
                      tuple(f[6] for f in self.functions),
                      tuple(f for f in self.functions if f[5] is not None or f[7]),
@@ -124,22 +127,32 @@ def take(server) -> Record:
 _CODE, _DEFAULTS, _GLOBALS, _MRO = (attrgetter(a) for a in ("__code__", "__defaults__", "__globals__", "__mro__"))
 
 
-def _unchanged(rec: Record) -> bool:
+def _unchanged(rec: Record, deep: bool) -> bool:
     """Whether nothing ``changes`` looks at differs, by identity, in loops that run in C (a few hundredths of a
-    millisecond); False sends ``changes`` to its slower loop, which says what."""
+    millisecond); False sends ``changes`` to its slower loop, which says what. ``deep``: the functions' code and
+    defaults too. Reading ``__code__``, ``__defaults__`` or ``__kwdefaults__`` raises an audit event, and the
+    process that runs code under test has an audit hook (server.FileRecorder): reading them for every function
+    after every request cost 0.6 ms a request, so that is done at the end of the check."""
     names, modules, spaces, functions, codes, defaults, globs, others, classes, mros = rec.fast
     get = sys.modules.get
     if any(map(is_not, map(get, names), modules)):
         return False
-    for space, attrs, values in spaces:
-        if any(map(is_not, map(space.get, attrs), values)):
-            return False
-    if any(map(is_not, map(_CODE, functions), codes)) or any(map(is_not, map(_DEFAULTS, functions), defaults)) \
-            or any(map(is_not, map(_GLOBALS, functions), globs)) or any(map(is_not, map(_MRO, classes), mros)):
+    try:
+        for space, getter, values, single in spaces:
+            if any(map(is_not, (getter(space),) if single else getter(space), values)):
+                return False
+    except KeyError:  # a name deleted
+        return False
+    if any(map(is_not, map(_MRO, classes), mros)):
+        return False
+    # a function's __globals__ is read-only (only native code changes it): looked at with the code
+    if deep and (any(map(is_not, map(_CODE, functions), codes)) or any(map(is_not, map(_DEFAULTS, functions),
+                                                                             defaults))
+                 or any(map(is_not, map(_GLOBALS, functions), globs))):
         return False
     for _, f, _, _, _, kw, _, cells in others:  # keyword defaults and closures: a few functions have them
-        if not _same_items(f.__kwdefaults__, kw) or (cells and any(map(is_not, map(_cell, f.__closure__ or ()),
-                                                                                      cells))):
+        if (deep and not _same_items(f.__kwdefaults__, kw)) or (
+                cells and any(map(is_not, map(_cell, f.__closure__ or ()), cells))):
             return False
     for label, obj, cls, shadowable, bound in rec.instances:
         if type(obj) is not cls or any(n in shadowable and bound.get(n, _EMPTY) is not v
@@ -256,8 +269,9 @@ def _instance(label: str, obj):
 
 def changes(rec: Record | None, full: bool = False) -> list[str]:
     """What differs from ``rec``: one phrase per change ("layer_conformance.wire.encode replaced (by ...)");
-    empty when nothing does. ``full``: each code object's digest is computed again too (it is immutable from
-    Python, so its identity is enough against anything but native code)."""
+    empty when nothing does. Without ``full``, what a name is bound to, the functions' globals and closures,
+    the classes' MROs and the instances (not the functions' code and defaults: see ``_unchanged``); ``full``:
+    everything, each code object's digest computed again included."""
     if rec is None:
         return []
     out = []
@@ -265,7 +279,7 @@ def changes(rec: Record | None, full: bool = False) -> list[str]:
         if [_digest(f[2]) for f in rec.functions] != [f[3] for f in rec.functions]:
             out += [f"{f[0]}: its bytecode changed" for f in rec.functions if f[1].__code__ is f[2] and
                     _digest(f[2]) != f[3]]
-    if not out and rec.fast is not None and _unchanged(rec):
+    if not out and rec.fast is not None and _unchanged(rec, deep=full):
         return []
     for name, module in rec.modules:
         if sys.modules.get(name) is not module:
@@ -302,8 +316,8 @@ def changes(rec: Record | None, full: bool = False) -> list[str]:
 
 def seen(rec: Record | None) -> None:
     """After each request, before its answer is encoded: what differs now is kept for the end of the check
-    (``ended``), even if the code under test puts it back before then (identities only: a tenth of a
-    millisecond)."""
+    (``ended``), even if the code under test puts it back before then (the bindings, without the functions' code
+    and defaults: a tenth of a millisecond)."""
     if rec is not None:
         for change in changes(rec):
             if change not in rec.seen:

@@ -79,7 +79,7 @@ def _closure():
 
 
 @pytest.mark.parametrize("how", ["keyword default", "closure", "instance method", "sys.modules", "errors helper",
-                                 "undone before the end", "base class"])
+                                 "deleted", "undone before the end", "base class"])
 def test_each_kind_of_change_is_seen(how, monkeypatch):
     """In this process: each way of changing what the executor's code does is named, a function changed without
     being replaced in its module included; one undone before the end of the check is still named, having been
@@ -109,6 +109,9 @@ def test_each_kind_of_change_is_seen(how, monkeypatch):
     elif how == "errors helper":
         monkeypatch.setattr(errors, "unexpected_error", lambda exc: "nothing to see")
         want = "layer_conformance.errors.unexpected_error replaced (by "
+    elif how == "deleted":
+        monkeypatch.delattr(wire, "array_to_bytes")
+        want = "layer_conformance.wire.array_to_bytes deleted"
     elif how == "undone before the end":
         monkeypatch.setattr(wire, "decode", lambda value, object_of: value)
         fingerprint.seen(rec)  # between two requests
