@@ -171,3 +171,24 @@ def test_escape_sequences_from_the_layer_are_inert_in_every_output(tmp_path):
                        ("html", (tmp_path / "report.html").read_text()),
                        ("json", (tmp_path / "out.json").read_text())):
         assert "\x1b[1A" not in text and "\x07" not in text and "\x9b" not in text, name
+
+
+def test_a_genuine_n_a_on_the_layers_word_passes_and_an_entry_accepts_it_under_strict_na(tmp_path):
+    """The README's correct torch RMSNorm takes no device= or dtype= and has no reset_parameters: construction is
+    n/a on the layer's word. It passes and is listed; --strict-na fails it until an entry accepts it."""
+    from tests.support import USER_LAYERS
+    common = ("--contract", "rmsnorm", "--impl", "mypkg.layers:RMSNorm", "--check", "construction",
+              "--conformance-json=out.json")
+    user_package(tmp_path, USER_LAYERS["torch"])
+    run = lambda *args: pytest_run("-q", *common, *args, cwd=tmp_path, env={"PYTHONPATH": str(ROOT)}, timeout=400)
+    proc = run()
+    rec = json.loads((tmp_path / "out.json").read_text())["results"][0]
+    assert (rec["outcome"], rec["na_source"]) == ("skipped", "layer") and "device=" in rec["message"], rec
+    assert proc.returncode == 0 and "n/a on the layer's own word: 1" in proc.stdout, proc.stdout[-3000:]
+    proc = run("--strict-na")
+    assert proc.returncode == 1 and "1 n/a on the layer's own word (--strict-na)" in proc.stdout, proc.stdout[-3000:]
+    (tmp_path / "exp.yaml").write_text(
+        "expectations:\n  - {contract: rmsnorm, impl: \"mypkg.layers:RMSNorm\", framework: torch, check: construction,\n"
+        "     expected: n/a, reason: a plain module without factory keywords}\n")
+    proc = run("--strict-na", "--expectations", "exp.yaml")
+    assert proc.returncode == 0 and "accepted: " in proc.stdout, proc.stdout[-3000:]
