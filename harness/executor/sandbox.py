@@ -88,9 +88,7 @@ done
 rmdir /dev/shm/.kept/* /dev/shm/.kept /dev/shm/.shared 2>/dev/null || true
 # what a uid-0 process may write in /proc by its uid alone (core_pattern's pipe runs as the host's root)
 for p in /proc/sys /proc/sysrq-trigger; do
-    [ -e "$p" ] || continue
-    mount -n --bind "$p" "$p"
-    mount -n -o remount,bind,ro "$p"
+    [ -e "$p" ] && mount -n --bind -o ro "$p" "$p"
 done
 printf '%s\n' "$hidden" | while IFS= read -r h; do
     [ -n "$h" ] && [ -d "$h" ] || continue
