@@ -141,7 +141,14 @@ def test_an_executor_python_imports_its_own_numpy_when_the_judge_is_a_wheel_inst
         pytest.skip("the [torch] wheel's venv cannot be built here: pip cannot reach its packages")
     assert proc.returncode == 0, said[-3000:]
     python = ROOT / proc.stdout.split()[-1]
-    (tmp_path / "mylayer.py").write_text(USER_LAYERS["mxnet"])
+    # the layer refuses to import where any of the judge's environment is on its executor's sys.path
+    judge = os.path.realpath(python.parent.parent) + os.sep
+    (tmp_path / "mylayer.py").write_text(textwrap.dedent(f"""\
+        import os as _os, sys as _sys
+        _judge = [p for p in _sys.path if (_os.path.realpath(p or ".") + _os.sep).startswith({judge!r})]
+        if _judge:
+            raise ImportError(f"the judge's environment on the executor's sys.path: {{_judge}}")
+        """) + USER_LAYERS["mxnet"])
     proc = subprocess.run([str(python), "-m", "pytest", "-p", "no:cacheprovider", "--contract", "rmsnorm", "--impl",
                            "mylayer:RMSNorm", "--framework", "mxnet", "--executor-python", f"mxnet={mxnet}", "--check",
                            "values", "--conformance-json", "out.json"], cwd=tmp_path, env=env, capture_output=True,
