@@ -156,7 +156,7 @@ CATALOG: tuple[CheckSpec, ...] = (
               blocks_because="the layer's state does not make a faithful fresh instance"),
     CheckSpec("devices", "registration", device_column=True, prerequisites=("modes",)),
     CheckSpec("device_parity", "registration", device_column=True, prerequisites=("modes", "values")),
-    CheckSpec("values", "numerics", per_dtype=True, prerequisites=("modes", "batching"),
+    CheckSpec("values", "numerics", per_dtype=True, prerequisites=("modes",),
               blocks_because="the outputs already differ from the reference",
               not_applicable=_IN_DTYPE),
     CheckSpec("native", "numerics", per_dtype=True, prerequisites=("modes", "values"),
@@ -176,8 +176,8 @@ CATALOG: tuple[CheckSpec, ...] = (
               prerequisites=("modes", "values", "gradients"),
               not_applicable=("no_double_backward", *_IN_DTYPE)),
     # compares the layer with itself (examples alone, permuted, one changed, vectorised), not with the reference,
-    # so wrong values do not block it; a layer that mixes examples has wrong values as a symptom (values rests
-    # on it)
+    # so wrong values do not block it; where it shows the layer mixing examples (one example changed moves
+    # another's output), wrong values are that mistake's symptom (checks/blame.py)
     CheckSpec("batching", "batching", prerequisites=("modes",), blocks_because="the layer mixes the examples of a batch",
               not_applicable=("contract_cases", "no_vmap", "custom_function_no_vmap")),
     # compare the layer with itself on other memory layouts or one tensor passed twice, so wrong values or first

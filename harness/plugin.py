@@ -180,7 +180,7 @@ def _markexpr_selects_conformance(config) -> bool:
 # covers every import inside a function of the judge's modules.
 JUDGE_MODULES = (
     "ml_dtypes", "jinja2", "markupsafe", "jsonschema", "numpy", "yaml", "execnet",
-    "ast", "atexit", "concurrent.futures", "fcntl", "hashlib", "importlib.metadata", "inspect", "json", "resource",
+    "ast", "atexit", "concurrent.futures", "fcntl", "fnmatch", "re", "hashlib", "importlib.metadata", "inspect", "json", "resource",
     "secrets", "shlex", "signal", "site", "stat", "subprocess", "tempfile", "textwrap", "threading",
     "importlib.machinery", "ctypes", "ctypes.util",  # ctypes: the stderr file's hole punching (executor.client)
     "_pytest.junitxml", "_pytest.mark", "_pytest.mark.expression",

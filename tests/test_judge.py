@@ -70,7 +70,7 @@ def test_patching_numpy_or_the_harness_in_its_process_changes_no_verdict(tmp_pat
 
 SKIPS_OR_EXITS = {
     "RaisesCheckSkipped": "CheckSkipped: not applicable, honestly",
-    "RaisesUnsupported": "NotApplicable: this framework cannot do that",
+    "RaisesUnsupported": "answered 'not applicable' (this framework cannot do that), which the judge does not accept",
     "CallsPytestSkip": "Skipped: nothing to see here",
     "SysExitZero": "SystemExit: 0",
 }

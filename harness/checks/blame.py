@@ -81,6 +81,11 @@ def state_findings(ctx) -> list[Finding]:
     return out
 
 
+# batching's words where one example changed moved another's output: the layer mixes examples, and its wrong
+# values are that mistake's symptom (a NaN or a wrong type fails batching too, but is values' own)
+_MIXES = "was perturbed"
+
+
 def writes_input(ctx) -> str | None:
     """"the call writes into its input 'x'" where the layer changes an input in place though the contract does not
     declare it (aliasing's own probe, forward only), else None: the mistake that aliasing names."""
@@ -183,6 +188,10 @@ def blocker_for(ctx, check: str, exc: BaseException) -> CheckBlocked | None:
     blocked = _blocked_in_own_dtype(ctx, check, exc, symptom)
     if blocked is not None:
         return blocked
+    if check == "values" and ctx.dtype is None:
+        mixing = _failure(ctx, "batching")
+        if isinstance(mixing, CheckFailed) and _MIXES in mixing.message:
+            return CheckBlocked("batching", BLOCKING_REASONS["batching"], symptom)
     for first in PREREQUISITES.get(check, ()):
         failure = _failure(ctx, first)   # failed, or the layer raised in it
         if failure is None:

@@ -12,7 +12,7 @@ import pytest
 from .. import results
 from ..exitcodes import EXIT_FAILED, EXIT_OK
 from ..outputs import Judgement
-from ..plugin import current_run, option
+from ..plugin import blocker_nodeid, current_run, option, run_deselected
 from ..record import Record
 from ..verdict import Verdict, excuse, verdict
 from .expectations import (Expectation, ExpectationsError, added_since, expectations_at, first_line,
@@ -273,7 +273,6 @@ def _verdict(gate, run, config, records, planned, recorded=()) -> Verdict:
 def _elsewhere(config):
     """verdict's ``elsewhere``: a blocked record whose blocker this run deselected (a shard's: pytest-split) stays
     blocked, for ``merge --gate`` to settle with both records."""
-    from ..plugin import blocker_nodeid, run_deselected
     deselected = run_deselected(config)
     return (lambda r: bool(r.nodeid) and blocker_nodeid(r.nodeid, r) in deselected) if deselected else None
 
