@@ -84,6 +84,8 @@ def state_findings(ctx) -> list[Finding]:
 # batching's words where one example changed moved another's output: the layer mixes examples, and its wrong
 # values are that mistake's symptom (a NaN or a wrong type fails batching too, but is values' own)
 _MIXES = "was perturbed"
+# a compiled program's output or gradient that is not finite (compare.describe_mismatch's words)
+_NOT_FINITE = re.compile(r"\bnot finite\b|\bNaN\b|\binf\b", re.IGNORECASE)
 
 
 def writes_input(ctx) -> str | None:
@@ -188,6 +190,10 @@ def blocker_for(ctx, check: str, exc: BaseException) -> CheckBlocked | None:
     blocked = _blocked_in_own_dtype(ctx, check, exc, symptom)
     if blocked is not None:
         return blocked
+    if check == "compiled" and _NOT_FINITE.search(symptom):
+        wrong = _failure(ctx, "values")
+        if wrong is not None:   # a NaN under the compiler where the eager outputs are already wrong (eps outside
+            return CheckBlocked("values", BLOCKING_REASONS["values"], symptom)   # the root: XLA's rsqrt of 0)
     if check == "values" and ctx.dtype is None:
         mixing = _failure(ctx, "batching")
         if isinstance(mixing, CheckFailed) and _MIXES in mixing.message:

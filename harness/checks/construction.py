@@ -8,8 +8,9 @@ other ways, and a custom layer often breaks there (issue 32):
 - Keras: ``build(input_shape)`` alone must make the contract's weights, before any call;
   ``compute_output_shape``, where the layer defines it, must work unbuilt (whether its shape is right is
   ``abstract``'s);
-- JAX/NNX: ``nnx.eval_shape(lambda: Layer(...))`` must give the state's shapes, and two constructions with the
-  same ``nnx.Rngs`` seed must be equal, RNG streams (``nnx.RngState``) included;
+- JAX/NNX: ``nnx.eval_shape(lambda: Layer(...))`` must give the state's shapes, two constructions with the
+  same ``nnx.Rngs`` seed must be equal, RNG streams (``nnx.RngState``) included, and a third with another seed
+  must differ in its RNG streams and drawn (non-constant) parameters, where it takes ``rngs``;
 - MXNet Gluon: deferred initialisation (``initialize()`` before the shapes are known) must give a plain build's
   state after a first call on another case's inputs (of another rank where a case has one): the shapes it
   infers must not depend on which batch comes first (``hybridize()`` is ``compiled``'s).

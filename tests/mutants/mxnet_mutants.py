@@ -175,7 +175,7 @@ MUTANTS = [
     # written by analogy with EpsOutsideSqrt (values blocks gradients and properties); MXNet has no vectorising
     # transform, so batching's per-example runs catch it
     Mutant("mxnet", "rmsnorm", f"{M}:BatchMeanSquare", "batching", "changed when example 0 was perturbed",
-           also=('values',), blocked=('gradients', 'properties')),
+           blocked=('values', 'gradients', 'properties')),
     Mutant("mxnet", "causal_mask", f"{M}:MaskAsParameter", "buffers", "is registered as trainable", blocked=('parameters',)),
     Mutant("mxnet", "causal_mask", f"{M}:MaskPlainArray", "buffers", "held as a plain attribute 'mask' (NDArray [8, 8])", blocked=('compiled', 'devices', 'export', 'serialization')),
     Mutant("mxnet", "causal_mask", f"{M}:MaskNotAttribute", "buffers", "not in the saved state", blocked=('serialization',)),
