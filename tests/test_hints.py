@@ -258,6 +258,23 @@ def test_hint_on_mutant_and_not_on_near_miss(session, case):
     assert text.strip() not in other["message"], other["message"]
 
 
+# a fixed batch, told in the layer's framework's words and never torch's (x.shape[0] is the None a Keras layer read,
+# and an NNX layer's loop over range() has no Python int to loop over)
+FIXED_BATCH = [("tensorflow", f"{TW}:BatchFromStaticShape", "keras.ops.shape(x)[0]"),
+               ("jax", f"{JW}:RowLoop", "jax.vmap over the rows"),
+               ("mxnet", f"{MXW}:BatchHardCoded", "in F.reshape's shape")]
+
+
+@pytest.mark.parametrize("fw, impl, words", FIXED_BATCH, ids=[f[0] for f in FIXED_BATCH])
+def test_a_fixed_batch_is_told_the_frameworks_own_fix(session, fw, impl, words):
+    if not _framework_ok(fw):
+        pytest.skip(f"{fw} is not installed here")
+    got = _message(session, fw, "rmsnorm", "abstract", impl)
+    assert got["outcome"] == "failed", got
+    assert words in got["message"], got["message"]
+    assert "(x.shape[0], or -1 in a reshape)" not in got["message"], got["message"]
+
+
 @pytest.mark.skipif(not MXNET_PYTHON.exists(), reason="no .venv-mxnet here")
 def test_a_gluon_block_without_data_is_told_in_gluons_words(session):
     """abstract on a Gluon block whose output shape depends on the data: MXNet's graph and F.* operators, not
