@@ -51,13 +51,13 @@ import time
 UNSHARE_ENV = "LAYER_CONFORMANCE_UNSHARE"  # the unshare binary (default: the one on PATH); tests point it away
 PIDS_MAX = 4096  # tasks (processes and threads) per executor's group: a fork bomb stops there
 
-# run as pid 1 of the new namespaces: sh -c SCRIPT sandbox UNSHARE SETPRIV SOURCE SHARED KEPT HIDDEN PROGRAM ARGS...
+# run as pid 1 of the new namespaces: sh -c SCRIPT sandbox UNSHARE SETPRIV SOURCE SHARED KEPT PROGRAM ARGS...
 # SOURCE: the holder's tmpfs (as the holder's namespace names it), mounted at SHARED (the judge's path for it);
 # KEPT: the directories under /tmp an executor reads (the project, its import paths), one a line: they stay
-# visible, read-only, in the private /tmp; HIDDEN: directories covered by an empty one (the warm registry);
+# visible, read-only, in the private /tmp (with what the holder mounted in them: the registry's cover);
 # SETPRIV: empty where there is none (then the program keeps the innermost namespace's capabilities)
 _INIT = r"""set -e
-unshare_bin=$1; setpriv_bin=$2; source=$3; shared=$4; kept=$5; hidden=$6; shift 6
+unshare_bin=$1; setpriv_bin=$2; source=$3; shared=$4; kept=$5; shift 5
 mount -n -t tmpfs -o mode=1777 tmpfs /dev/shm
 mkdir /dev/shm/.shared /dev/shm/.kept
 mount -n --bind "$source" /dev/shm/.shared
@@ -90,10 +90,6 @@ rmdir /dev/shm/.kept/* /dev/shm/.kept /dev/shm/.shared 2>/dev/null || true
 for p in /proc/sys /proc/sysrq-trigger; do
     [ -e "$p" ] && mount -n --bind -o ro "$p" "$p"
 done
-printf '%s\n' "$hidden" | while IFS= read -r h; do
-    [ -n "$h" ] && [ -d "$h" ] || continue
-    mount -n -t tmpfs -o ro,mode=0,size=4k,nosuid,nodev,noexec tmpfs "$h"
-done
 export TMPDIR=/tmp
 set +e
 # the executor is this shell's child, not pid 1 (which ignores the signals it sends itself: os.abort() would
@@ -107,13 +103,18 @@ fi
 exit $?
 """
 
-# the holder of a run's shared directory: sh -c SCRIPT holder BASE WARM. It mounts the tmpfs on BASE (in its
-# own mount namespace: on the host BASE stays an empty directory), with SHARED (the executors') and PRIVATE (its
-# own) in it, says so, and waits: for its stdin to close (a run's: the judge ended), or (WARM) until none of the
-# processes named in PRIVATE/pids is alive
+# the holder of a run's shared directory: sh -c SCRIPT holder BASE WARM HIDDEN. It mounts the tmpfs on BASE (in
+# its own mount namespace: on the host BASE stays an empty directory), with SHARED (the executors') and PRIVATE
+# (its own) in it, covers each directory of HIDDEN (one a line: the warm registry) with an empty one (every
+# executor's namespaces are copies of its own), says so, and waits: for its stdin to close (a run's: the judge
+# ended), or (WARM) until none of the processes named in PRIVATE/pids is alive
 _HOLD = r"""set -e
-base=$1; warm=$2
+base=$1; warm=$2; hidden=$3
 mount -n -t tmpfs -o mode=0711,nosuid,nodev tmpfs "$base"
+printf '%s\n' "$hidden" | while IFS= read -r h; do
+    [ -n "$h" ] && [ -d "$h" ] || continue
+    mount -n -t tmpfs -o ro,mode=0,size=4k,nosuid,nodev,noexec tmpfs "$h"
+done
 mkdir -m 0777 "$base/shared"
 mkdir -m 0700 "$base/private"
 : > "$base/private/pids"
@@ -211,7 +212,7 @@ def _prefix(unshare: str, holder: dict, net: bool, kept=()) -> list[str]:
              unshare, "--mount", "--pid", "--fork", "--kill-child", "--mount-proc"]
             + (["--net"] if net else [])
             + ["sh", "-c", _INIT, "sandbox", unshare, _tool("setpriv") or "", holder["source"], holder["shared"],
-               "\n".join(kept), "\n".join(_hidden())])
+               "\n".join(kept)])
 
 
 def _hidden() -> list[str]:
@@ -298,7 +299,7 @@ def _launch_holder(base: str, warm: bool) -> subprocess.Popen:
     if unshare is None:
         raise RuntimeError("no unshare binary")
     proc = subprocess.Popen([unshare, "--user", "--map-root-user", "--mount", "--propagation", "private", "--",
-                             "sh", "-c", _HOLD, HOLDER_MARK, base, "warm" if warm else ""],
+                             "sh", "-c", _HOLD, HOLDER_MARK, base, "warm" if warm else "", "\n".join(_hidden())],
                             stdin=subprocess.DEVNULL if warm else subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, start_new_session=warm, close_fds=True,
                             env={"PATH": os.environ.get("PATH", os.defpath), "LC_ALL": "C"})
