@@ -11,9 +11,12 @@ when the judge kills ``unshare``. The zygote (reached over loopback TCP by the p
 the judge's network namespace; a process it forks takes a network namespace of its own once it holds
 the judge's connection (layerside/server.py).
 
-The code it runs has no capabilities, in any namespace, and cannot gain any (``setpriv --no-new-privs``, an
-empty bounding set): where the judge is root it keeps uid 0 (so that it reads what the judge reads) but none of
-root's powers; /proc/sys and /proc/sysrq-trigger are read-only (a uid-0 process writes them by its uid alone).
+The code it runs holds no capability over the sandbox's namespaces and cannot gain one (``setpriv
+--no-new-privs``, empty bounding, inheritable and ambient sets; a user namespace it makes itself, as a forked
+process does for its network, gives it capabilities over that namespace alone, whose mounts are all locked):
+where the judge is root it keeps uid 0 (so that it reads what the judge reads: a project in a home of mode 0700,
+pytest's temporary directories) but none of root's powers; /proc/sys and /proc/sysrq-trigger are read-only (a
+uid-0 process writes them by its uid alone).
 Of the host's /tmp only the directories it imports from are mounted (read-only); the registry of kept
 zygotes (executor/warm.py) is covered by an empty directory.
 
