@@ -63,6 +63,7 @@ FAST_ANYWAY = {
     "hostile/test_changed_since.py::test_a_binding_the_baseline_has_no_record_of_is_selected": "14 s",
     "hostile/test_excuses.py::test_a_glob_entry_is_a_usage_error_naming_the_file_the_entry_and_the_flag": "1 s",
     "hostile/test_green_gate.py::test_a_message_that_cannot_be_sent_is_not_blocked_by_a_check_that_passed": "11 s",
+    "hostile/test_sandbox_tight.py::test_c_another_jobs_tmp_directory_is_not_visible": "4 s",
     "hostile/test_native_dtype.py::test_native_alone_fails_a_layer_that_returns_float64_for_float32_input": "11 s",
     "hostile/test_reference_isolated.py::test_a_user_reference_cannot_rewrite_another_contracts_reference": "17 s",
     "hostile/test_stderr_flood.py::test_a_stderr_flood_stays_out_of_the_terminal_and_is_cut_to_its_tail": "13 s",

@@ -272,3 +272,12 @@ def buggy_doc():
     recs = [sample_rec("rmsnorm", "mypkg.layers:BuggyRMSNorm", "torch", check, outcome, f"{check} is wrong")
             for check, outcome in zip(BUGGY_CHECKS, outcomes)]
     return results.document(recs, results.environment({"torch": "2.13.0"}, {"torch": ["cpu"]}, 0))
+
+
+# what --changed-since selected, as a results file's `selection` holds it (the report's tests)
+SELECTION = {"changed_since": "origin/main", "merge_base": "0123456789abcdef", "by": "imports (static)",
+             "changed_files": ["mypkg/layers.py", "README.md"],
+             "selected": [{"contract": "centered", "impl": "mypkg.layers:Centered",
+                           "because": ["mypkg/layers.py changed (the implementation's module)"]}],
+             "untouched": 1, "untouched_bindings": [{"contract": "rmsnorm", "impl": "mypkg.norms:RMSNorm"}],
+             "unmapped": {"README.md": "not an implementation, a contract or a module they import"}}

@@ -287,7 +287,7 @@ def test_many_newly_blocked_checks_are_one_folded_row(browser, tmp_path):
 
 
 def test_the_changed_since_selection_is_shown(browser, tmp_path):
-    from tests.test_report import SELECTION
+    from tests.support import SELECTION
     path = tmp_path / "selection.html"
     write_html(path, dict(sample_doc(), selection=SELECTION))
     _open(browser, path)

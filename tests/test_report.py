@@ -11,8 +11,8 @@ from layer_conformance import results
 from layer_conformance.cli import main as cli_main
 from layer_conformance.gate import compare
 from layer_conformance.report import build_data, render_html, repro_command, write_html
-from tests.support import (HOSTILE, SCRIPT_BREAK, buggy_doc, gated_sample, pytest_run, sample_baseline, sample_doc,
-                           sample_rec)
+from tests.support import (HOSTILE, SCRIPT_BREAK, SELECTION, buggy_doc, gated_sample, pytest_run, sample_baseline,
+                           sample_doc, sample_rec)
 
 
 def embedded(html: str) -> dict:
@@ -196,14 +196,6 @@ def test_a_dtype_the_contract_adds_is_a_row_of_its_own(tmp_path):
 
 
 # --- --changed-since's selection, newly blocked checks folded under their failure, the search box -----------------
-
-SELECTION = {"changed_since": "origin/main", "merge_base": "0123456789abcdef", "by": "imports (static)",
-             "changed_files": ["mypkg/layers.py", "README.md"],
-             "selected": [{"contract": "centered", "impl": "mypkg.layers:Centered",
-                           "because": ["mypkg/layers.py changed (the implementation's module)"]}],
-             "untouched": 1, "untouched_bindings": [{"contract": "rmsnorm", "impl": "mypkg.norms:RMSNorm"}],
-             "unmapped": {"README.md": "not an implementation, a contract or a module they import"}}
-
 
 def test_the_report_shows_what_changed_since_selected_and_why():
     """The results file's `selection`: the bindings that ran and why, those untouched and why, the files that select

@@ -50,6 +50,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from pathlib import Path
 
 UNSHARE_ENV = "LAYER_CONFORMANCE_UNSHARE"  # the unshare binary (default: the one on PATH); tests point it away
 PIDS_MAX = 4096  # tasks (processes and threads) per executor's group: a fork bomb stops there
@@ -218,11 +219,20 @@ def _prefix(unshare: str, holder: dict, net: bool, kept=()) -> list[str]:
                "\n".join(kept)])
 
 
+def warm_registry() -> Path:
+    """The user's directory of kept zygotes (``executor.warm``): one ``KEY.json`` (how to reach it) and ``KEY.lock``
+    each; made where missing, readable by its owner only."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    path = Path(base) / "layer-conformance" / "warm"
+    path.mkdir(parents=True, exist_ok=True)
+    os.chmod(path, 0o700)
+    return path
+
+
 def _hidden() -> list[str]:
     """The directories no executor may read: the registry of kept zygotes (their ports and tokens)."""
-    from . import warm
     with contextlib.suppress(OSError):
-        path = str(warm.registry())   # made now where missing: one made later would be visible
+        path = str(warm_registry())   # made now where missing: one made later would be visible
         if "\n" not in path:
             return [path]
     return []
@@ -270,8 +280,7 @@ def _warm_base() -> str | None:
 def _warm_path() -> str:
     """One lasting directory per user and registry of kept zygotes (``warm --stop`` ends that registry's)."""
     import hashlib
-    from . import warm
-    registry = os.path.realpath(str(warm.registry()))
+    registry = os.path.realpath(str(warm_registry()))
     return f"/tmp/conformance-sandbox-warm-{os.getuid()}-{hashlib.sha256(registry.encode()).hexdigest()[:12]}"
 
 

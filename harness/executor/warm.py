@@ -28,19 +28,12 @@ import sys
 import time
 from pathlib import Path
 
-from .sandbox import process_state
+# registry: the user's directory of warm zygotes, one ``KEY.json`` (how to reach it) and ``KEY.lock`` each; defined
+# beside the sandbox, which hides it from every executor (this module imports the sandbox, not the other way round)
+from .sandbox import process_state, warm_registry as registry
 
 DEFAULT_SECONDS = 600.0  # how long a kept zygote waits for the next run
 ENTRY = "from layer_conformance.layerside.server import serve_warm; serve_warm()"
-
-
-def registry() -> Path:
-    """The user's directory of warm zygotes: one ``KEY.json`` (how to reach it) and ``KEY.lock`` each."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    path = Path(base) / "layer-conformance" / "warm"
-    path.mkdir(parents=True, exist_ok=True)
-    os.chmod(path, 0o700)
-    return path
 
 
 def _code_stamp() -> str:

@@ -23,7 +23,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from tests.hostile.test_sandbox import HAVE, LAYER, needs_sandbox  # noqa: E402
+from tests.hostile.sandbox_layers import HAVE, LAYER, needs_sandbox  # noqa: E402
 from tests.support import pytest_run  # noqa: E402
 
 # the shared directory as the layer finds it: the last mount under /tmp that the judge's files come through (a
