@@ -190,19 +190,29 @@ def blocker_for(ctx, check: str, exc: BaseException) -> CheckBlocked | None:
     blocked = _blocked_in_own_dtype(ctx, check, exc, symptom)
     if blocked is not None:
         return blocked
-    if check == "compiled" and _NOT_FINITE.search(symptom):
-        wrong = _failure(ctx, "values")
-        if wrong is not None:   # a NaN under the compiler where the eager outputs are already wrong (eps outside
-            return CheckBlocked("values", BLOCKING_REASONS["values"], symptom)   # the root: XLA's rsqrt of 0)
-    if check == "values" and ctx.dtype is None:
-        mixing = _failure(ctx, "batching")
-        if isinstance(mixing, CheckFailed) and _MIXES in mixing.message:
-            return CheckBlocked("batching", BLOCKING_REASONS["batching"], symptom)
     for first in PREREQUISITES.get(check, ()):
         failure = _failure(ctx, first)   # failed, or the layer raised in it
         if failure is None:
             continue
         # a prerequisite that is itself a symptom of its failure in the own dtype: blocked by that one
-        root = _blocked_in_own_dtype(ctx, first, failure, symptom)
+        root = _blocked_in_own_dtype(ctx, first, failure, symptom) or _symptom_of(ctx, first, failure, symptom)
         return root or CheckBlocked(first, BLOCKING_REASONS[first], symptom)
+    return _symptom_of(ctx, check, exc, symptom)
+
+
+def _symptom_of(ctx, check: str, exc: BaseException, symptom: str) -> CheckBlocked | None:
+    """Failures that are another check's mistake seen from here, though the check does not rest on it: the values
+    of a layer that mixes examples (batching saw one example move another's output), a compiled program's NaN
+    where the eager outputs are already wrong (eps outside the square root, under XLA); blocked by the root of
+    that check's own failure."""
+    if check == "values" and ctx.dtype is None:
+        mixing = _failure(ctx, "batching")
+        if isinstance(mixing, CheckFailed) and _MIXES in mixing.message:
+            return CheckBlocked("batching", BLOCKING_REASONS["batching"], symptom)
+    if check == "compiled" and _NOT_FINITE.search(symptom):
+        wrong = _failure(ctx, "values")
+        if wrong is not None:
+            deeper = blocker_for(ctx, "values", wrong)
+            return CheckBlocked(deeper.by, deeper.reason, symptom) if deeper else \
+                CheckBlocked("values", BLOCKING_REASONS["values"], symptom)
     return None
