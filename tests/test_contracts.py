@@ -46,6 +46,8 @@ def test_every_check_can_be_named_in_a_contract():
 @pytest.mark.parametrize("path", FIXTURES, ids=[p.stem for p in FIXTURES])
 def test_hostile_contract_lists_every_problem(path, monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)  # a YAML tag that ran a command would leave its file here
+    # the fixtures' reference modules (tests.hostile_contracts.*), imported as a user's are: from PYTHONPATH
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
     expected = _expectations(path)
     with pytest.raises(ContractError) as info:
         load_checked(path)
