@@ -87,7 +87,6 @@ class RemoteError(Exception):
         self.type_name = info["type"]
         self.remote_text = info["text"]
         self.origin = origin
-        self.in_adapter = bool(info.get("in_adapter"))  # a NotImplementedError of the adapter itself
         self.missing_dependency = info.get("missing_dependency")  # layer_conformance.errors.missing_dependency, said there
 
 
@@ -563,11 +562,29 @@ class Executor:
             # an answer to an older request (or a forged one) is never taken for this one
         if "raised" in msg:
             info = msg["raised"]
-            if info.get("not_applicable"):  # the adapter said n/a there (server.Server._describe)
-                from ..record import NotApplicable
-                raise NotApplicable(info["not_applicable"])
+            if info.get("not_applicable"):  # n/a said in the executor (server.Server._describe): a claim
+                raise self._claimed_not_applicable(info)
             raise RemoteError(info, origin=self.role)
         return wire.decode(msg["ok"], self._object_of)
+
+    def _claimed_not_applicable(self, info: dict) -> Exception:
+        """An executor's n/a as the judge takes it: NotApplicable for a reason of the catalogue that a process running
+        code under test may give (the layer's nature, or a limit the judge knows of this framework); anything else
+        (no code, an unknown one, the contract's, another framework's limit) is the layer's failure."""
+        from ..check_catalog import NA_REASONS
+        from ..record import NotApplicable
+        said = info["not_applicable"]
+        said = said if isinstance(said, dict) else {"reason": str(said), "code": ""}
+        reason, code = str(said.get("reason") or "not applicable"), str(said.get("code") or "")
+        known = NA_REASONS.get(code)
+        refused = ("it names no reason the harness knows" if known is None else
+                   "only the judge says what the contract makes n/a" if known.source == "contract" else
+                   f"{code!r} is not a limit of {self.framework}"
+                   if known.source == "framework" and self.framework not in known.frameworks else None)
+        if refused is None:
+            return NotApplicable(reason, code=code)
+        return RemoteError({**info, "text": f"the layer's process answered 'not applicable' ({reason}), which the "
+                                            f"judge does not accept: {refused}"}, origin=self.role)
 
     def _receive(self, deadline: float | None, starting: bool = False):
         limit = self.memory_limit_gib

@@ -431,20 +431,20 @@ class Server:
             return {"id": rid, "raised": self._describe(exc)}
 
     def _describe(self, exc: BaseException) -> dict:
-        from layer_conformance.errors import missing_dependency, note_harness_error, raised_in_adapter, unexpected_error
+        from layer_conformance.errors import missing_dependency, note_harness_error, unexpected_error
         from layer_conformance.record import NotApplicable
         # a method whose exception is the answer a check asks for (a strict load refusing a bad state) is left out
         refusals = getattr(getattr(self, "adapter", None), "refusals", ())
         if not isinstance(exc, NotApplicable) and self.calling not in refusals:
             note_harness_error(exc)
-        own = raised_in_adapter(exc)  # the harness's adapter, not the layer, raised it
-        # the one field n/a crosses the boundary in: the reason, where the adapter itself said n/a (a layer that
-        # raises NotApplicable is the layer raising: a failure, whatever the type's name). ``in_adapter`` is not n/a:
-        # a method the adapter lacks, a skip (layer_conformance.checks.optional)
-        not_applicable = (str(exc) or "not applicable") if isinstance(exc, NotApplicable) and own else None
+        # the one field n/a crosses the boundary in: the reason and its code. Whoever raised it in this process (the
+        # adapter, or a layer that raises NotApplicable or forges adapter frames) says the same: a claim, which the
+        # judge weighs by the code against the check's declared reasons (check_catalog.na_accepted), never by
+        # where it was raised
+        not_applicable = {"reason": str(exc.reason) or "not applicable", "code": str(getattr(exc, "code", ""))} \
+            if isinstance(exc, NotApplicable) else None
         return {"type": type(exc).__name__, "message": _text(exc), "text": unexpected_error(exc),
-                "not_applicable": not_applicable, "in_adapter": own and isinstance(exc, NotImplementedError),
-                "missing_dependency": missing_dependency(exc)}
+                "not_applicable": not_applicable, "missing_dependency": missing_dependency(exc)}
 
     def hello(self) -> dict:
         out = {"pid": self.pid, "python": sys.version.split()[0]}
