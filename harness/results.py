@@ -100,17 +100,21 @@ def write_document(path, doc: dict) -> None:
 
 def write_atomically(path, text: str) -> None:
     """Write to a temporary file beside ``path``, then rename: a reader (or a second run writing the
-    same path) sees the old file or the new one, never half of one."""
+    same path) sees the old file or the new one, never half of one. The file gets the mode a plain
+    ``open(path, "w")`` gives, 0o666 less the umask (the temporary file is made 0o600, which the rename would
+    otherwise keep, and CI artifact uploaders and web servers could not read)."""
     import os
     import tempfile
     from pathlib import Path
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
+    umask = _umask()
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
+            os.fchmod(f.fileno(), 0o666 & ~umask)
             os.fsync(f.fileno())
         os.replace(tmp, p)
     except BaseException:
@@ -119,6 +123,21 @@ def write_atomically(path, text: str) -> None:
         except OSError:
             pass
         raise
+
+
+def _umask() -> int:
+    """The process's umask: read from /proc where it can be (setting it to read it is not thread-safe)."""
+    import os
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return umask
 
 
 def from_json(doc, where: str = "results") -> dict:

@@ -51,41 +51,7 @@ class Result:
 
 
 def write_file(path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically (a temporary file beside it, then a rename: a reader sees the old file
-    or the new one, never half of one), with the mode a plain ``open(path, "w")`` gives: 0o666 less the umask (the
-    temporary file is made 0o600, which the rename would otherwise keep)."""
-    import os
-    import tempfile
-    from pathlib import Path
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    umask = _umask()
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fchmod(f.fileno(), 0o666 & ~umask)
-            os.fsync(f.fileno())
-        os.replace(tmp, p)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
-def _umask() -> int:
-    """The process's umask: read from /proc where it can be (setting it to read it is not thread-safe)."""
-    import os
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    umask = os.umask(0o022)
-    os.umask(umask)
-    return umask
+    """Write ``text`` to ``path`` atomically, with the mode a plain ``open(path, "w")`` gives
+    (``results.write_atomically``: the one writer of every output file)."""
+    from ..results import write_atomically
+    write_atomically(path, text)
