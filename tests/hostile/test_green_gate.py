@@ -14,24 +14,16 @@ import json
 
 import pytest
 
-from tests.support import ROOT, pytest_run, user_package
+from tests.support import ROOT, USER_LAYERS, pytest_run, user_package
 
 pytest.importorskip("torch")
 
-EPS_OUTSIDE = '''
-import torch
-from torch import nn
-
-
-class RMSNorm(nn.Module):
-    def __init__(self, d, eps=1e-6):
-        super().__init__()
-        self.eps = eps
-        self.gain = nn.Parameter(torch.ones(d))
-
-    def forward(self, x):
-        return self.gain * x / (x.pow(2).mean(-1, keepdim=True).sqrt() + self.eps)
-'''
+# the README's torch RMSNorm with eps outside the square root
+_RIGHT = ("return x * torch.rsqrt(x.to(torch.promote_types(x.dtype, torch.float32)).pow(2).mean(-1, keepdim=True) "
+          "+ self.eps).to(x.dtype) * self.gain")
+assert _RIGHT in USER_LAYERS["torch"]
+EPS_OUTSIDE = USER_LAYERS["torch"].replace(
+    _RIGHT, "return self.gain * x / (x.pow(2).mean(-1, keepdim=True).sqrt() + self.eps)")
 
 # the forward of the wrong layer, compiled as if it were the adapter's own code, says n/a outside float32
 FORGED_NA = EPS_OUTSIDE + '''
@@ -176,7 +168,6 @@ def test_escape_sequences_from_the_layer_are_inert_in_every_output(tmp_path):
 def test_a_genuine_n_a_on_the_layers_word_passes_and_an_entry_accepts_it_under_strict_na(tmp_path):
     """The README's correct torch RMSNorm takes no device= or dtype= and has no reset_parameters: construction is
     n/a on the layer's word. It passes and is listed; --strict-na fails it until an entry accepts it."""
-    from tests.support import USER_LAYERS
     common = ("--contract", "rmsnorm", "--impl", "mypkg.layers:RMSNorm", "--check", "construction",
               "--conformance-json=out.json")
     user_package(tmp_path, USER_LAYERS["torch"])
