@@ -22,10 +22,16 @@ class Framework:
     # import first, so that the judge waits least for its first executor and the slower imports overlap
     # earlier frameworks' checks (measured: flax 1.9 s, torch with Dynamo 3.2 s, tensorflow 6.2 s)
     start_rank: int = 0
+    # how a custom backward learns which inputs need a gradient, where it can (torch's ctx.needs_input_grad): the
+    # gradients check then also differentiates each input alone. None where a rule computes every cotangent
+    # whatever is differentiated (JAX, TensorFlow), or the framework's Function mishandles it (MXNet 1.9.1 gives
+    # zeros to every input but the first where the first needs none)
+    input_grad_flags: str | None = None
 
 
 FRAMEWORKS = {f.name: f for f in (
-    Framework("torch", "torch", ("torch",), ("torch.export", "torch.save", "state_dict"), ("torch",), 1),
+    Framework("torch", "torch", ("torch",), ("torch.export", "torch.save", "state_dict"), ("torch",), 1,
+              input_grad_flags="ctx.needs_input_grad[k]"),
     Framework("tensorflow", "tensorflow", ("tensorflow", "tensorflow-cpu", "keras"), ("keras", "savedmodel"),
               ("tensorflow", "keras"), 3),
     Framework("jax", "flax", ("jax", "jaxlib", "flax"), ("jax.export", "nnx"), ("jax", "flax"), 0),

@@ -168,12 +168,15 @@ def test_a_missing_adapter_method_is_a_skip_with_the_reason(torch_session, name,
     ctx = context_for(contract(name), bundled_impl("torch", name), "torch", session=torch_session)
     remote = ctx.adapter
     assert remote.implements(method)  # torch's own: what the partial adapters below take away
-    for how in ({"methods": (method,)}, {"raising": (method,)}):
-        ctx.adapter = _adapter_without(remote, *how.get("methods", ()), raising=how.get("raising", ()))
-        rec = run_check(ctx, check)
-        assert rec["outcome"] == "skipped", rec
-        assert rec["message"] == f"torch adapter does not implement {method} yet"
-        assert not rec.get("not_applicable")
+    ctx.adapter = _adapter_without(remote, method)
+    rec = run_check(ctx, check)
+    assert rec["outcome"] == "skipped", rec
+    assert rec["message"] == f"torch adapter does not implement {method} yet"
+    assert not rec.get("not_applicable")
+    # what the executor's hello says it implements decides; a NotImplementedError from a method it implements is
+    # no evidence of the adapter's gap (the code under test shares the process and can raise it from any frame)
+    ctx.adapter = _adapter_without(remote, raising=(method,))
+    assert run_check(ctx, check)["outcome"] == "failed"
 
 
 def test_a_frameworks_own_not_implemented_error_is_a_failure_not_a_skip(torch_session):

@@ -245,6 +245,12 @@ def _finite_difference(ctx, layer, inputs, idx, cotangent, rng, expected):
     return problems, note
 
 
+def _input_grad_flags(ctx) -> str | None:
+    from ..frameworks import FRAMEWORKS
+    known = FRAMEWORKS.get(ctx.adapter.name)
+    return known.input_grad_flags if known is not None else None
+
+
 def _alone(ctx, case, layer, inputs, names, right, cotangent, ref, rule, problems) -> None:
     """Each input whose gradient is right when every differentiable input requires one, differentiated alone (the
     others frozen, as a frozen weight is): a backward that computes one input's gradient under another's
@@ -262,9 +268,8 @@ def _alone(ctx, case, layer, inputs, names, right, cotangent, ref, rule, problem
         if bad:
             frozen = ", ".join(repr(n) for k, n in enumerate(names) if k != i and n in ref)
             problems.add(bad[0], f"the gradient of {names[i]!r} is right while every input requires one: the "
-                                 f"backward computes it under another input's test ({frozen} frozen here)"
-                                 + ("; a Function's backward tests ctx.needs_input_grad[k] with k the input's own "
-                                    "position" if ctx.adapter.name == "torch" else ""))
+                                 f"backward computes it under another input's test ({frozen} frozen here); a "
+                                 f"backward tests {_input_grad_flags(ctx)} with k the input's own position")
 
 
 def check_gradients(ctx):
@@ -322,11 +327,9 @@ def check_gradients(ctx):
                 problems.add(*bad)
             else:
                 right.append(i)
-        # the other real configurations: each input alone requiring a gradient, the rest frozen. torch alone: its
-        # Function's backward sees which inputs need one (ctx.needs_input_grad); a JAX or TensorFlow rule computes
-        # every cotangent whatever is differentiated, and MXNet 1.9.1's Function gives zeros to every input but
-        # the first where the first needs none (a framework limit, not the layer's)
-        if len(idx) > 1 and ctx.adapter.name == "torch":
+        # the other real configurations: each input alone requiring a gradient, the rest frozen, where a backward
+        # can tell them apart (frameworks.Framework.input_grad_flags)
+        if len(idx) > 1 and _input_grad_flags(ctx):
             _alone(ctx, case, layer, inputs, names, right, cotangent, ref, rule, problems)
         for slot in slots:
             name = mapping.get(slot)
