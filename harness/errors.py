@@ -82,6 +82,12 @@ def missing_dependency(exc: BaseException) -> str | None:
         return None
     if not frames or _is_user(frames[-1].filename):
         return None
+    # the import machinery's own frames (importlib, <frozen importlib._bootstrap>) name no package: where the
+    # innermost frame beyond them is the harness's, the harness imported a module that is not there (the user's
+    # --impl module), which is no installed package's missing dependency
+    own = [f for f in frames if not (f.filename.startswith("<") or _stdlib(f.filename))]
+    if own and os.path.abspath(own[-1].filename).startswith(_HARNESS):
+        return None
     absent = next((e.name for e in chain if isinstance(e, ModuleNotFoundError) and e.name), None)
     needed_by = _installed_package(frames[-1].filename)
     if absent is not None:
@@ -108,6 +114,11 @@ def _mxnet_without_shim(chain, frames) -> str | None:
     return (f"importing mxnet raised AttributeError: {said.group(0)}: MXNet 1.9.1 imports on numpy >= 1.24 only "
             f"after the shim that puts back numpy's removed aliases; call `{MXNET_SHIM}` before the first "
             f"`import mxnet` (at the top of your layer's module, above its own import of mxnet)")
+
+
+def _stdlib(filename: str) -> bool:
+    path = os.path.abspath(filename)
+    return "/lib/python" in path and "site-packages" not in path and "dist-packages" not in path
 
 
 def _installed_package(filename: str) -> str:
