@@ -28,9 +28,10 @@ tier() {   # a tier with no test in what "$@" selects (exit 5) is no failure
 }
 tier .venv/bin/python -m pytest -p no:cacheprovider -n 2 tests -m "not full" "$@"
 tier .venv/bin/python -m pytest -p no:cacheprovider -n 2 tests -m full "$@"
-# the hostile layers again without a sandbox: every defence but the sandbox's own (test_sandbox.py) holds without one
+# the hostile layers again without a sandbox: every defence but the sandbox's own (test_sandbox.py,
+# test_sandbox_tight.py) holds without one
 PYTEST_ADDOPTS="--sandbox off" .venv/bin/python -m pytest -p no:cacheprovider -n 2 tests/hostile \
-    --ignore tests/hostile/test_sandbox.py "$@"
+    --ignore tests/hostile/test_sandbox.py --ignore tests/hostile/test_sandbox_tight.py "$@"
 # (tests/test_wheel.py runs the MXNet wheel venv from the main environment)
 .venv-mxnet/bin/python -m pytest -p no:cacheprovider -n 2 tests --ignore tests/test_wheel.py \
     -k "mxnet or contract or report or gate" "$@"
