@@ -56,25 +56,9 @@ class RMSNorm(nnx.Module):
         return self.gain[...] * x / jnp.sqrt((x ** 2).mean(-1, keepdims=True) + self.epsilon)
 '''
 
-GLUON_LAYER = '''
-from layer_conformance.layerside.adapters.mxnet_shim import apply
-
-apply()
-from mxnet import init
-from mxnet.gluon import nn
-
-
-class RMSNorm(nn.HybridBlock):
-    def __init__(self, units, epsilon=1e-6, **kwargs):
-        super().__init__(**kwargs)
-        with self.name_scope():
-            self.gain = self.params.get("gain", shape=(units,), init=init.One())
-        self.epsilon = epsilon
-
-    def hybrid_forward(self, F, x, gain):
-        y = F.broadcast_div(x, F.sqrt(F.mean(F.square(x), axis=-1, keepdims=True) + self.epsilon))
-        return F.broadcast_mul(gain, y)
-'''
+# the README's Gluon RMSNorm under other constructor names (units, epsilon)
+GLUON_LAYER = (USER_LAYERS["mxnet"].replace("def __init__(self, d, eps=1e-6", "def __init__(self, units, epsilon=1e-6")
+               .replace("shape=(d,)", "shape=(units,)").replace("self.eps", "self.epsilon"))
 
 
 @pytest.mark.parametrize("framework", ["jax", "mxnet"])
@@ -150,21 +134,9 @@ def test_a_layer_that_raises_under_tf_function_is_not_also_said_to_recompile(tmp
 
 # --- MXNet imported without the shim -------------------------------------------------------------------------------
 
-PLAIN_GLUON = '''
-from mxnet import init
-from mxnet.gluon import nn
-
-
-class RMSNorm(nn.HybridBlock):
-    def __init__(self, d, eps=1e-6, **kwargs):
-        super().__init__(**kwargs)
-        with self.name_scope():
-            self.gain = self.params.get("gain", shape=(d,), init=init.One())
-        self.eps = eps
-
-    def hybrid_forward(self, F, x, gain):
-        return F.broadcast_mul(gain, F.broadcast_div(x, F.sqrt(F.mean(F.square(x), axis=-1, keepdims=True) + self.eps)))
-'''
+# the README's Gluon RMSNorm without the shim's two lines
+PLAIN_GLUON = USER_LAYERS["mxnet"].replace("apply()  # the README's shim, before importing mxnet\n", "").replace(
+    "from layer_conformance.layerside.adapters.mxnet_shim import apply\n", "")
 
 
 @pytest.mark.skipif(not MXNET_PYTHON.exists(), reason="no .venv-mxnet here")

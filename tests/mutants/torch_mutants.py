@@ -3,6 +3,7 @@ import torch
 from torch import nn
 
 from tests.mutants.catalogue import Mutant
+from tests.mutants.torch_contracts import LinearNoBiasGrad as _Linear   # its forward, W x + b
 
 
 class GainPlainTensor(nn.Module):
@@ -422,14 +423,9 @@ class Log1pExpOutputOverSaved(torch.autograd.Function):
         return grad_output * torch.sigmoid(x)
 
 
-class LinearGradXUnderWsFlag(torch.autograd.Function):
+class LinearGradXUnderWsFlag(_Linear):
     """grad_x computed only when W needs a gradient (the slip of apex#1517): right while every input requires
     one; with W frozen, x gets None."""
-    @staticmethod
-    def forward(ctx, W, x, b):
-        ctx.save_for_backward(W, x)
-        return W @ x + b
-
     @staticmethod
     def backward(ctx, g):
         W, x = ctx.saved_tensors
