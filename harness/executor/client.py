@@ -240,7 +240,8 @@ class Executor:
         self.keep_warm = keep_warm  # (a zygote) --keep-warm's seconds: it outlives the run (executor/warm.py)
         self.warm = None  # (a zygote) warm.Warm: the one kept between runs that this run holds
         self.forked_pid: int | None = None
-        self.python = python or sys.executable
+        # absolute, without resolving links (a venv's python is one): the sandbox starts it from another directory
+        self.python = os.path.abspath(python) if python and os.path.exists(python) else python or sys.executable
         self.memory_limit_gib = memory_limit_gib
         self.gateway = self.channel = None
         self.hello: dict = {}

@@ -243,3 +243,15 @@ def test_e_the_warm_registry_is_unreadable_from_the_layer(warm_user):
     # the registry is there for the judge, and holds the kept zygote's token
     registry = Path(env["XDG_CACHE_HOME"]) / "layer-conformance" / "warm"
     assert any("token" in p.read_text() for p in registry.glob("*.json")), list(registry.iterdir())
+
+
+def test_a_relative_executor_python_starts_inside_the_sandbox():
+    """scripts/conformance.sh's `--executor-python mxnet=.venv-mxnet/bin/python`: the sandbox starts executors from
+    another directory, where a relative path named nothing, and every MXNet check was lost ("cannot send")."""
+    from tests.support import MXNET_PYTHON, ROOT
+    if not MXNET_PYTHON.exists():
+        pytest.skip("no .venv-mxnet here")
+    relative = MXNET_PYTHON.relative_to(ROOT)
+    proc = pytest_run("-q", "--contract", "rmsnorm", "--framework", "mxnet", "--check", "values", "--dtype",
+                      "float32", "--executor-python", f"mxnet={relative}", cwd=ROOT, timeout=300)
+    assert proc.returncode == 0 and "1 passed" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-2000:]
