@@ -285,11 +285,7 @@ def _warm_path() -> str:
 
 
 def _start_time(pid: int) -> str | None:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return None
+    return _stat_field(pid, 19)
 
 
 def _is_holder(info: dict) -> bool:
@@ -734,9 +730,15 @@ def _write(d: str, name: str, value) -> None:
 def process_state(pid: int) -> str | None:
     """The state letter of a process in /proc (R, S, D, Z, T stopped by a signal, t stopped by a tracer), or
     None where there is no such process."""
+    return _stat_field(pid, 0)
+
+
+def _stat_field(pid: int, index: int) -> str | None:
+    """Field ``index`` of /proc/PID/stat after the command's name (0: the state, 19: the start time), or None where
+    there is no such process: the one reader of that file."""
     try:
         with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0]
+            return f.read().rsplit(")", 1)[1].split()[index]
     except (OSError, IndexError):
         return None
 
