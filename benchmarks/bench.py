@@ -242,7 +242,7 @@ def collection(n_checks: int, framework: str) -> list[dict]:
 
 def gradient_scaling(framework: str, sizes=(8, 64, 512, 4096, 8192), repeats=3) -> list[dict]:
     from layer_conformance.contract import bundled_contracts, load_contract
-    from layer_conformance.executor import Session
+    from layer_conformance.boundary import Session
     from layer_conformance.runner import context_for, run_check
     from layer_conformance.targets import bundled_impl
     base = bundled_contracts()["rmsnorm"].read_text()
@@ -271,8 +271,8 @@ def boundary(framework: str, contract: str = "rmsnorm", repeats=3) -> dict:
     check, and what one round trip costs on its own (an empty request to the layer's executor)."""
     from layer_conformance.checks import CHECKS
     from layer_conformance.contract import bundled_contracts, load_contract
-    from layer_conformance.executor import Session
-    from layer_conformance.executor.client import Executor
+    from layer_conformance.boundary import Session
+    from layer_conformance.boundary.client import Executor
     from layer_conformance.runner import context_for, run_check
     from layer_conformance.targets import bundled_impl
     c = load_contract(bundled_contracts()[contract])

@@ -97,7 +97,7 @@ def _summary(args) -> int:
 
 def _warm(args) -> int:
     """The zygotes --keep-warm left running: listed, or (--stop) ended."""
-    from .executor import warm
+    from .boundary import warm
     import time
     kept = warm.stop_all() if args.stop else warm.listing()
     for z in kept:

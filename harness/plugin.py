@@ -104,7 +104,7 @@ def pytest_addhooks(pluginmanager):
 
 def _keep_warm(config) -> float | None:
     """--keep-warm's seconds (None: nothing outlives the run)."""
-    from .executor.warm import DEFAULT_SECONDS
+    from .boundary.warm import DEFAULT_SECONDS
     seconds = config.getoption("keep_warm_for", None)
     if seconds is not None and not config.getoption("keep_warm", False):
         raise pytest.UsageError("--keep-warm-for is the time a kept zygote waits: give it with --keep-warm")
@@ -182,12 +182,12 @@ JUDGE_MODULES = (
     "ml_dtypes", "jinja2", "markupsafe", "jsonschema", "numpy", "yaml", "execnet",
     "ast", "atexit", "concurrent.futures", "fcntl", "fnmatch", "re", "hashlib", "importlib.metadata", "inspect", "json", "resource",
     "secrets", "shlex", "signal", "site", "stat", "subprocess", "tempfile", "textwrap", "threading",
-    "importlib.machinery", "ctypes", "ctypes.util",  # ctypes: the stderr file's hole punching (executor.client)
+    "importlib.machinery", "ctypes", "ctypes.util",  # ctypes: the stderr file's hole punching (boundary.client)
     "_pytest.junitxml", "_pytest.mark", "_pytest.mark.expression",
     *(f"layer_conformance.{m}" for m in (
         "binding", "check_catalog", "checks", "checks.applicable", "checks.base", "checks.blame", "checks.common", "checks.mistakes",
-        "checks.properties", "compare", "contract", "dtypes", "errors", "executor", "executor.client",
-        "executor.session", "executor.warm", "frameworks", "gate", "gate.expectations", "gate.hooks", "inputs",
+        "checks.properties", "compare", "contract", "dtypes", "errors", "boundary", "boundary.client",
+        "boundary.session", "boundary.warm", "frameworks", "gate", "gate.expectations", "gate.hooks", "inputs",
         "hookspecs", "lane", "nodeids", "outputs", "outputs.base", "outputs.html", "outputs.json", "outputs.junit",
         "outputs.terminal", "record", "reference_check", "reference_run", "report", "report.html", "reproduce",
         "results", "verdict", "runner", "scheduling", "targets", "tolerances", "wire")),
@@ -408,7 +408,7 @@ class ConformanceRun:
                                         config.getoption("max_run_elements", None), self.max_input_elements)
         except ValueError as exc:  # a malformed environment variable
             raise pytest.UsageError(str(exc)) from None
-        from .executor import sandbox as sandbox_mod
+        from .boundary import sandbox as sandbox_mod
         self.keep_warm = _keep_warm(config)
         if self.keep_warm:
             sandbox_mod.keep_shared()   # before the sandbox is probed: its shared directory outlives the run too
@@ -435,7 +435,7 @@ class ConformanceRun:
         if self.runs_checks:
             # contract validation asks the references first, and waits for them: their executor (numpy only, a
             # fraction of a second) starts before any framework import, which executors start one at a time
-            from .executor.session import prestart_references
+            from .boundary.session import prestart_references
             prestart_references()
         if self.runs_checks and frameworks:
             # frameworks named on the command line: their zygotes (each a framework import, and no user code)
@@ -514,7 +514,7 @@ class ConformanceRun:
     def session(self):
         """The executors that run the code under test (started on first use, in this process)."""
         if self._session is None:
-            from .executor import Session
+            from .boundary import Session
             from .runner import DEFAULT_MEMORY_LIMIT_GIB
             limit = self.config.getoption("memory_limit")
             self._session = Session(self.pythons, DEFAULT_MEMORY_LIMIT_GIB if limit is None else limit,
@@ -812,8 +812,8 @@ class ConformanceItem(pytest.Item):
         self._started = time.perf_counter()   # the check's wall time, loading the layer included
 
         from .checks import CheckFailed
-        from .executor import LoadFailed
-        from .executor.session import UsageProblem
+        from .boundary import LoadFailed
+        from .boundary.session import UsageProblem
         lane = self.config.stash[_RUN_KEY].lane
         try:
             if lane is not None and self.check in lane.checks:
@@ -1209,7 +1209,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         terminalreporter.write_line(f"layer conformance: executors ran without a sandbox "
                                     f"({run.sandbox.describe()})", yellow=True)
     for kept in getattr(run, "kept", None) or ():
-        from .executor import warm
+        from .boundary import warm
         terminalreporter.write_line(
             f"layer conformance: the {kept['framework']} zygote (pid {kept['pid']}, "
             f"{'kept from an earlier run' if kept['reused'] else 'started by this run'}) stays running for the "

@@ -52,7 +52,7 @@ def load_checked(path, max_input_elements: int | None = None, budget=None, raw: 
 def reference_names(module: str, timeout: float | None) -> tuple[list[str], str | None]:
     """The callables ``module`` defines, or why it cannot be imported, from the reference executor; its import gets
     ``timeout`` seconds (None: the checks' default). What the loader's rules ask of the reference."""
-    from .executor.session import reference_names as names_in_executor
+    from .boundary.session import reference_names as names_in_executor
     from .runner import DEFAULT_TIMEOUT
     return names_in_executor(module, DEFAULT_TIMEOUT if timeout is None else timeout)
 
@@ -62,7 +62,7 @@ def reference_problems(contract) -> list:
     (``contract.digest``) per process."""
     key = contract.digest
     if key not in _checked:
-        from .executor.session import reference_deadline
+        from .boundary.session import reference_deadline
         from .runner import DEFAULT_TIMEOUT
         with reference_deadline(float(contract.timeout or DEFAULT_TIMEOUT)):
             _checked[key] = _SelfCheck(contract).run()
@@ -93,7 +93,7 @@ class _SelfCheck:
 
     def call(self, fn, what, *args, **kw):
         """``fn(*args, **kw)`` in the reference executor; ``what`` names it (forward, vjp, the hvp's name...)."""
-        from .executor import CheckTimeout, ExecutorLost, RemoteError
+        from .boundary import CheckTimeout, ExecutorLost, RemoteError
         hvp = self.contract.second_order.reference if self.contract.second_order else None
         at = {"forward": ("reference", "forward"), "vjp": ("reference", "vjp")}.get(
             what, ("second_order", "reference") if what == hvp else ("reference", "module"))

@@ -10,7 +10,7 @@ from __future__ import annotations
 def reference(contract):
     """(module, forward, vjp) of ``contract``'s reference, each run in the reference executor (vjp: None where
     the module has none)."""
-    from .executor.session import reference_module, reference_names
+    from .boundary.session import reference_module, reference_names
     ref = contract.reference
     mod = reference_module(ref.module)
     names, _ = reference_names(ref.module)

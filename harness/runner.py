@@ -52,7 +52,7 @@ def run_check(ctx: CheckContext, check: str, timeout: float | None = None) -> di
     """
     from .record import NotApplicable
     from .checks.applicable import contract_says
-    from .executor import CheckTimeout, ExecutorLost, RemoteError
+    from .boundary import CheckTimeout, ExecutorLost, RemoteError
     rec: dict = {"check": check}
     if timeout is None:
         timeout = ctx.contract.timeout or DEFAULT_TIMEOUT

@@ -182,8 +182,8 @@ def _framework_for(impl_spec: str, requested: list[str], pythons: dict, probe) -
         raise UsageError(f"--impl {impl_spec!r}: expected MODULE:ATTR, e.g. mypkg.layers:RMSNorm")
     if requested and len(requested) > 1:
         raise UsageError("--framework takes one framework when --impl is given")
-    from .executor import ExecutorLost, RemoteError
-    from .executor.client import CheckTimeout
+    from .boundary import ExecutorLost, RemoteError
+    from .boundary.client import CheckTimeout
     python = pythons.get(requested[0]) if requested else None
     try:
         found = probe.detect(impl_spec, python, framework=requested[0] if requested else None)
@@ -214,7 +214,7 @@ def _framework_for(impl_spec: str, requested: list[str], pythons: dict, probe) -
 
 @contextlib.contextmanager
 def _probing(zygote_of=None):
-    from .executor.session import Probe
+    from .boundary.session import Probe
     probe = Probe(zygote_of)
     try:
         yield probe

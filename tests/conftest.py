@@ -16,7 +16,7 @@ def sessions():
     worker), closed at its end. Its zygote runs no code under test (each target is checked in a process of its
     own, forked from it), so a module shares nothing with the next but the framework's import, which is the
     costly part (3.3 s for torch, 3.6 s for TensorFlow, per Session)."""
-    from layer_conformance.executor import Session
+    from layer_conformance.boundary import Session
     made = {}
 
     def get(framework):
@@ -32,7 +32,7 @@ def sessions():
 def session():
     """A plain executor Session (no MXNet environment) for one test, closed after. test_export.py and
     test_hints.py keep module-scoped sessions of their own (with MXNet's python), which override this one."""
-    from layer_conformance.executor.session import Session
+    from layer_conformance.boundary.session import Session
     s = Session()
     yield s
     s.close()

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from layer_conformance.contract import bundled_contracts, load_contract
-from layer_conformance.executor import Session
+from layer_conformance.boundary import Session
 from layer_conformance.runner import context_for, run_check
 
 

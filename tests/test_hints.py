@@ -9,7 +9,7 @@ import pytest
 from layer_conformance.frameworks import FRAMEWORKS, installed
 from layer_conformance.checks.mistakes import HINTS, hint
 from layer_conformance.contract import bundled_contracts, load_contract
-from layer_conformance.executor import Session
+from layer_conformance.boundary import Session
 from layer_conformance.runner import context_for, run_check
 
 ROOT = Path(__file__).resolve().parent.parent

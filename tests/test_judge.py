@@ -144,7 +144,7 @@ def test_an_executors_not_applicable_is_weighed_by_its_reason_never_by_where_it_
     no reason, an unknown one, the contract's, or another framework's limit is the layer's failure (a forged
     adapter frame or a patched classifier gains nothing: nothing reads the traceback)."""
     from types import SimpleNamespace
-    from layer_conformance.executor.client import Executor, RemoteError
+    from layer_conformance.boundary.client import Executor, RemoteError
     from layer_conformance.record import NotApplicable
 
     def claim(framework, reason, code):

@@ -134,7 +134,7 @@ def test_warm_lists_nothing_where_nothing_is_kept_and_a_zygote_serves_only_its_o
     listed = _warm(tmp_path, env)
     assert listed.returncode == 0 and "no zygote is kept running" in listed.stdout, listed.stdout + listed.stderr
     assert oct((tmp_path / "cache" / "layer-conformance" / "warm").stat().st_mode & 0o777) == "0o700"
-    from layer_conformance.executor import warm
+    from layer_conformance.boundary import warm
     base = warm.key("torch", sys.executable, 8, "namespaces", ["a"])
     assert base == warm.key("torch", sys.executable, 8, "namespaces", ["a"])
     others = {warm.key("jax", sys.executable, 8, "namespaces", ["a"]),

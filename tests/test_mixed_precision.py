@@ -120,7 +120,7 @@ def test_contract_can_declare_not_applicable(tmp_path, sessions):
 def test_a_cpu_without_bfloat16_kernels_makes_mxnet_bfloat16_not_applicable(monkeypatch):
     """The CPU, not the layer: where MXNet's oneDNN has no bfloat16 kernels (limited here to AVX2, as on
     a CPU without AVX-512), AMP's bfloat16 policy is n/a with the reason and float16 still runs."""
-    from layer_conformance.executor import Session
+    from layer_conformance.boundary import Session
 
     from tests.support import executor_pythons
     monkeypatch.setenv("DNNL_MAX_CPU_ISA", "AVX2")  # read by oneDNN in the executors this session starts

@@ -106,7 +106,7 @@ def test_log1pexp_worked_example_is_finite_at_1000():
 
 def test_safe_norm_forward_mode_gives_the_documented_pair(torch_session):
     from layer_conformance.layerside.adapters import get_adapter
-    from layer_conformance.executor.client import SOCKET_BOOTSTRAP
+    from layer_conformance.boundary.client import SOCKET_BOOTSTRAP
     from layer_conformance.reference_impls.torch.safe_norm import IMPL
     # torch's first jvp scripts its decompositions (ast.parse) here, in the judge's process, where the session's
     # executors start on other threads: not at the same time as their bootstrap (client.SOCKET_BOOTSTRAP says why)
@@ -142,7 +142,7 @@ def _adapter_without(remote, *methods, raising=()):
     import inspect
 
     from layer_conformance.layerside.adapters.base import Adapter
-    from layer_conformance.executor.client import RemoteAdapter
+    from layer_conformance.boundary.client import RemoteAdapter
 
     def placeholder(method):
         arity = len(inspect.signature(getattr(Adapter, method)).parameters)  # self included: None for each

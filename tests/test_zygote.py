@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from layer_conformance.executor.client import CheckTimeout, Executor
-from layer_conformance.executor.session import Session
+from layer_conformance.boundary.client import CheckTimeout, Executor
+from layer_conformance.boundary.session import Session
 
 pytest.importorskip("torch")
 
@@ -33,7 +33,7 @@ def _own_pid(executor):
 
 def _host(parent, pid):
     """The judge's pid of ``parent``'s child that says ``pid`` (sandboxed, pids are the namespace's)."""
-    from layer_conformance.executor import sandbox
+    from layer_conformance.boundary import sandbox
     return sandbox.host_pid(parent.pid, pid) if parent.sandbox.namespaces else pid
 
 

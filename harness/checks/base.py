@@ -157,7 +157,7 @@ class CheckContext:
 
     def rebuilder(self, state: dict, like):
         """For ``adapter.move``: builds a fresh layer with ``state`` wherever the adapter calls it."""
-        from ..executor import Rebuild
+        from ..boundary import Rebuild
         mapping = self.slot_map(like)
         return Rebuild(self.impl, self.constructor_args(), self.first_inputs(),
                        {mapping[s]: v for s, v in state.items() if s in mapping})

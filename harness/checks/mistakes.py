@@ -569,7 +569,7 @@ def accumulated_low(ctx, state, outputs) -> str:
     were accumulated in the 16-bit dtype, if every failing case's output is ``CLOSER`` times closer to the
     reference with the statistics summed in that dtype than to the true one; else ''."""
     from ..dtypes import HALF
-    from ..executor.session import reference_names
+    from ..boundary.session import reference_names
     need = ctx.contract.accumulate
     # the reference module's own ``accumulated_in`` (docs/contracts.md, ``accumulate``): the reference with its
     # statistics summed in a given dtype

@@ -18,7 +18,7 @@ fails. ``take`` records, before the first request that can run code under test:
 replaced (by encode at patcher.py:12)"): the bindings after each request, before its answer is encoded
 (``seen``, 0.1 ms), and everything, each function's code and defaults and each code object's digest included, at
 the end of each check (``ended``, about 1 ms). The judge makes such a check an error
-(``executor.session.Session.end_check``).
+(``boundary.session.Session.end_check``).
 
 This raises the cost of a lie; it cannot rule one out. Code in the same process can patch this module too (or
 ``Server.op_end_check``, or the answer on its way out); a patch made and undone within one request, by code

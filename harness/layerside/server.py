@@ -450,11 +450,11 @@ class Server:
         out = {"pid": self.pid, "python": sys.version.split()[0]}
         a = self.adapter
         if a is not None:
-            from layer_conformance.layerside.adapters.base import Adapter
+            from layer_conformance.protocol import methods
             out.update(name=a.name, cpu_device=a.cpu_device, gpu_device=a.gpu_device,
                        retraces_per_shape=a.retraces_per_shape, parameter_type=a.parameter_type,
                        immutable_arrays=a.immutable_arrays,
-                       implements=[m for m in dir(Adapter) if not m.startswith("_") and a.implements(m)])
+                       implements=[m for m in methods() if a.implements(m)])
         out["sandbox"] = _sandbox_seen(self.sandbox)
         return out
 
@@ -815,7 +815,7 @@ _WARM_LISTENER = None  # (a kept zygote) the socket judges connect to: closed in
 
 
 def serve_warm() -> None:
-    """(A zygote kept between runs, executor/warm.py.) Read {"token", "idle_s"} on stdin, listen on a loopback
+    """(A zygote kept between runs, boundary/warm.py.) Read {"token", "idle_s"} on stdin, listen on a loopback
     port and say it on stdout; then serve each judge that connects with the token, one at a time, as the zygote
     of its run (``serve``: the first one's config imports the framework), until ``idle_s`` pass without one."""
     import json

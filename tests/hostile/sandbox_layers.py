@@ -2,7 +2,7 @@
 sandbox, and the hostile layer they run."""
 import pytest
 
-from layer_conformance.executor import sandbox as sandboxing
+from layer_conformance.boundary import sandbox as sandboxing
 
 PROBLEM = sandboxing.namespaces_problem()
 HAVE = "namespaces+cgroup" if not PROBLEM and sandboxing.cgroup_root() else "namespaces" if not PROBLEM else None

@@ -1,4 +1,4 @@
-"""Issue 29 §3, §8, §10: the executors' sandbox (layer_conformance.executor.sandbox), against real hostile
+"""Issue 29 §3, §8, §10: the executors' sandbox (layer_conformance.boundary.sandbox), against real hostile
 layers run through the public command line from a user's directory.
 
 A layer that double-forks a setsid daemon cannot rewrite the results after the run (§3); children that raise
@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from layer_conformance.executor import sandbox as sandboxing  # noqa: E402
+from layer_conformance.boundary import sandbox as sandboxing  # noqa: E402
 from tests.support import pytest_run  # noqa: E402
 
 ROOT = str(Path(__file__).resolve().parents[2])
@@ -109,7 +109,7 @@ def test_b_children_past_the_memory_limit_die_with_the_executor(tmp_path):
 
 @needs_sandbox
 def test_c_stopping_every_process_it_can_find_does_not_freeze_the_judge(tmp_path):
-    from layer_conformance.executor.client import FORK_TIMEOUT
+    from layer_conformance.boundary.client import FORK_TIMEOUT
     started = time.monotonic()
     proc, doc = run(tmp_path, """\
         pid = os.getpid()

@@ -1,4 +1,4 @@
-"""The sandbox's gaps found by a hostile pull-request author (layer_conformance.executor.sandbox), each against a
+"""The sandbox's gaps found by a hostile pull-request author (layer_conformance.boundary.sandbox), each against a
 real layer run through the public command line from a user's directory:
 
 * a judge running as root gave the layer host root: it opened /proc/sys/kernel/core_pattern for writing (a pipe

@@ -20,7 +20,10 @@ HARNESS = ROOT / "harness"
 TOP = "layer_conformance"
 LAYERSIDE = f"{TOP}.layerside"
 # plain data and pure functions both sides import (and the package itself, which holds only its version)
-SHARED = {TOP, f"{TOP}.frameworks", f"{TOP}.record", f"{TOP}.errors", f"{TOP}.binding", f"{TOP}.wire"}
+SHARED = {TOP, f"{TOP}.frameworks", f"{TOP}.record", f"{TOP}.errors", f"{TOP}.binding", f"{TOP}.wire",
+          f"{TOP}.protocol"}
+# the protocol: what the judge asks of the layer side, one module per area (standard library and wire only)
+PROTOCOL = f"{TOP}.protocol"
 # the shim's old import path, kept for users' layer modules (README): it imports the layer side, the judge never it
 ALIASES = {f"{TOP}.adapters", f"{TOP}.adapters.mxnet_shim"}
 
@@ -74,6 +77,8 @@ def _imports(module: str, path: Path, known: set[str]) -> set[str]:
 def _side(module: str) -> str:
     if module == LAYERSIDE or module.startswith(LAYERSIDE + "."):
         return "layerside"
+    if module.startswith(PROTOCOL + "."):
+        return "shared"
     return "shared" if module in SHARED else "alias" if module in ALIASES else "judge"
 
 
@@ -104,6 +109,7 @@ def test_the_shared_set_is_what_the_layer_side_imports_and_no_more():
     assert SHARED - {TOP} <= set(modules) and ALIASES <= set(modules)
     used = {imported for module, path in modules.items() if _side(module) == "layerside"
             for imported in _imports(module, path, set(modules)) if _side(imported) == "shared"}
+    used = {m for m in used if not m.startswith(PROTOCOL + ".")}  # the protocol's areas come with the package
     assert used == SHARED, f"shared but not imported by the layer side: {sorted(SHARED - used)}"
 
 
@@ -112,13 +118,13 @@ def test_the_boundary_check_sees_each_kind_of_crossing(tmp_path):
     files = {
         "__init__.py": "",
         "record.py": "",
-        "wire.py": "from .executor import client\n",                              # shared -> judge
+        "wire.py": "from .boundary import client\n",                              # shared -> judge
         "runner.py": "def f():\n    from .layerside.adapters import base\n",      # judge -> layer side, lazily
         "targets.py": "import importlib\nimportlib.import_module(f'layer_conformance.layerside.adapters.{x}')\n",
-        "executor/__init__.py": "from . import client\n",
-        "executor/client.py": "REMOTE = 'from layer_conformance.layerside.server import serve'\n",  # a string: fine
+        "boundary/__init__.py": "from . import client\n",
+        "boundary/client.py": "REMOTE = 'from layer_conformance.layerside.server import serve'\n",  # a string: fine
         "layerside/__init__.py": "",
-        "layerside/server.py": "from .. import record\nfrom ..executor.wire import x\n",   # runs executor/__init__
+        "layerside/server.py": "from .. import record\nfrom ..boundary.wire import x\n",   # runs boundary/__init__
         "layerside/adapters/__init__.py": "",
         "layerside/adapters/base.py": "from ...record import y\n",
     }
@@ -126,15 +132,15 @@ def test_the_boundary_check_sees_each_kind_of_crossing(tmp_path):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
     assert [w.split(":")[0] for w in crossings(root)] == [
-        "layer_conformance.layerside.server -> layer_conformance.executor",
-        "layer_conformance.layerside.server -> layer_conformance.executor.wire",
+        "layer_conformance.layerside.server -> layer_conformance.boundary",
+        "layer_conformance.layerside.server -> layer_conformance.boundary.wire",
         "layer_conformance.runner -> layer_conformance.layerside",
         "layer_conformance.runner -> layer_conformance.layerside.adapters",
         "layer_conformance.runner -> layer_conformance.layerside.adapters.base",
         "layer_conformance.targets -> layer_conformance.layerside",
         "layer_conformance.targets -> layer_conformance.layerside.adapters",
-        "layer_conformance.wire -> layer_conformance.executor",
-        "layer_conformance.wire -> layer_conformance.executor.client",
+        "layer_conformance.wire -> layer_conformance.boundary",
+        "layer_conformance.wire -> layer_conformance.boundary.client",
     ]
 
 
@@ -165,6 +171,6 @@ def test_a_run_leaves_no_layer_side_module_in_the_judge(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert [r["outcome"] for r in json.loads(out.read_text())["results"]] == ["passed"]
     judge = json.loads((tmp_path / "judge_modules.json").read_text())
-    assert "layer_conformance.executor.client" in judge   # the judge's own list: it drove executors
+    assert "layer_conformance.boundary.client" in judge   # the judge's own list: it drove executors
     beside = [m for m in judge if _side(m) in ("layerside", "alias")]
     assert not beside, f"the judge imported what runs beside the layer: {beside}"

@@ -1,4 +1,4 @@
-""""Not applicable" is said one way, end to end (issue 30 §3): ``layer_conformance.record.NotApplicable(reason)``,
+""""Not applicable" is said one way, end to end (issue 30 §3): ``layer_conformance.protocol.NotApplicable(reason)``,
 raised by adapters and checks alike; one field on the executor's wire (``not_applicable``, the reason); one record
 form (outcome ``skipped``, ``not_applicable`` true, ``message`` the reason); the views' "n/a" read from it. The
 contract's keys map to that form through one function (``checks.applicable.contract_says``). A skip that is not
@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 HARNESS = ROOT / "harness"
 
 # the one n/a exception, and the one skip that is not n/a (checks.base says why the two differ)
-ALLOWED_CLASSES = {("record.py", "NotApplicable"), ("checks/base.py", "CheckSkipped")}
+ALLOWED_CLASSES = {("protocol/__init__.py", "NotApplicable"), ("checks/base.py", "CheckSkipped")}
 # where the record form of n/a is written: the runner (from the exception, and from contract_says), the plugin
 # (the records of checks never collected, from contract_says' reasons) and contract_says itself
 ALLOWED_NA_TRUE = {"runner.py", "plugin.py", "checks/applicable.py"}

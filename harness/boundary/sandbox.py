@@ -18,7 +18,7 @@ where the judge is root it keeps uid 0 (so that it reads what the judge reads: a
 pytest's temporary directories) but none of root's powers; /proc/sys and /proc/sysrq-trigger are read-only (a
 uid-0 process writes them by its uid alone).
 Of the host's /tmp only the directories it imports from are mounted (read-only); the registry of kept
-zygotes (executor/warm.py) is covered by an empty directory.
+zygotes (boundary/warm.py) is covered by an empty directory.
 
 The shared directory is a tmpfs of its own, capped at the run's --memory-limit: the judge starts one small
 process per run (the *holder*) in a user and mount namespace of its own, which mounts it; every executor's
@@ -220,7 +220,7 @@ def _prefix(unshare: str, holder: dict, net: bool, kept=()) -> list[str]:
 
 
 def warm_registry() -> Path:
-    """The user's directory of kept zygotes (``executor.warm``): one ``KEY.json`` (how to reach it) and ``KEY.lock``
+    """The user's directory of kept zygotes (``boundary.warm``): one ``KEY.json`` (how to reach it) and ``KEY.lock``
     each; made where missing, readable by its owner only."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     path = Path(base) / "layer-conformance" / "warm"

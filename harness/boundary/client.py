@@ -237,7 +237,7 @@ class Executor:
         self.group = None  # this process's cgroup, where there is one: killed with it
         self.host_pid: int | None = None  # its pid as the judge sees it (in its own PID namespace it is 1)
         self.zygote = zygote
-        self.keep_warm = keep_warm  # (a zygote) --keep-warm's seconds: it outlives the run (executor/warm.py)
+        self.keep_warm = keep_warm  # (a zygote) --keep-warm's seconds: it outlives the run (boundary/warm.py)
         self.warm = None  # (a zygote) warm.Warm: the one kept between runs that this run holds
         self.forked_pid: int | None = None
         # absolute, without resolving links (a venv's python is one): the sandbox starts it from another directory

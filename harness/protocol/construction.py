@@ -1,0 +1,25 @@
+"""The ways real code builds a layer (the ``construction`` check).
+
+The layer side implements this protocol per framework in ``layerside/<framework>/construction.py``; the judge
+calls it through ``boundary.client.RemoteAdapter``. Imports nothing but the standard library and ``wire``."""
+from __future__ import annotations
+
+from . import NotApplicable
+
+
+class ConstructionProtocol:
+    # -- construction: the ways real code builds a layer (the ``construction`` check) ---------------------------
+    def construction_run(self, impl, constructor: dict, inputs: list, expected: dict,
+                         other: list | None = None) -> list[dict]:
+        """``impl`` (a class or factory) constructed from ``constructor`` the ways real code builds a layer in
+        this framework (torch: factory keyword arguments, construction on meta then ``to_empty`` and
+        ``reset_parameters``; Keras: ``build(input_shape)`` alone, ``compute_output_shape`` unbuilt; NNX:
+        ``nnx.eval_shape`` and a repeated seed; Gluon: deferred initialisation), each compared with a plain
+        build's state (``inputs``: the first case's, for a call where one is needed). ``expected``: {"trainable":
+        the contract's count of trainable slots, "non_trainable": of the others, "reset_parameters": "optional"
+        or "required"}. ``other``: another case's inputs (other shapes; None where every case has the first's),
+        for a way whose first call infers the state's shapes (Gluon's deferred initialisation), which must infer
+        the plain build's from it. Returns one plain dict per way: {"part": the way, in words, and either
+        "not_applicable": why, or "problems": [what differs, naming the slots], "hint": a hint id of
+        ``checks/mistakes.py`` or None}. Raises NotApplicable where no way applies to the layer."""
+        raise NotImplementedError
