@@ -47,6 +47,11 @@ class CheckSpec:
     # the closed list of reasons (``NA_REASONS``' codes) for which it may come to n/a beyond the contract's keys,
     # which every check accepts; an n/a for any other reason is a failure of the check
     not_applicable: tuple[str, ...] = ()
+    # the protocol methods (``layer_conformance.protocol``) it calls beyond what every check uses through
+    # ``CheckContext`` (core's building, calling and state): where a framework's adapter lacks one (its executor's
+    # hello does not list it), the check is n/a for that framework ("not_in_adapter"), said before it runs
+    # (``checks.applicable.adapter_lacks``)
+    needs: tuple[str, ...] = ()
 
     @property
     def function(self) -> Callable:
@@ -85,6 +90,10 @@ NA_REASONS: dict[str, NaReason] = {r.code: r for r in (
                                                  "hybridize, save or infer shapes from", _MX),
     NaReason("function_alias_gradient", "framework", "an MXNet autograd.Function gives no gradient to one array "
                                                      "passed twice", _MX),
+    # the judge's own finding from the executor's hello, before the check runs (``CheckSpec.needs``); no executor
+    # may claim it (no framework lists it)
+    NaReason("not_in_adapter", "framework", "the framework's adapter does not implement a protocol method the "
+                                            "check needs"),
     # said by the layer's own process, about the layer: a claim, listed by the gate and failed by --strict-na
     NaReason("custom_function_no_vmap", "layer", "a custom torch.autograd.Function without a vmap rule"),
     NaReason("not_a_module", "layer", "the constructor makes no module of the framework's kind"),
@@ -150,56 +159,63 @@ def na_accepted(check: str, code: str, framework: str) -> str | None:
 # compiled and export are not per dtype: they compare with the same layer run eagerly, in whatever dtype, so a dtype would add nothing but
 # their cost; together they take about as long as all the others, which leave a core idle (alongside).
 CATALOG: tuple[CheckSpec, ...] = (
-    CheckSpec("parameters", "state"),
-    CheckSpec("buffers", "state"),
-    CheckSpec("composition", "registration"),
-    CheckSpec("serialization", "registration", prerequisites=("modes",),
+    CheckSpec("parameters", "state", needs=("optimizer_view",)),
+    CheckSpec("buffers", "state", needs=("vjp",)),
+    CheckSpec("composition", "registration", needs=("sequential",)),
+    CheckSpec("serialization", "registration", needs=("round_trip",), prerequisites=("modes",),
               blocks_because="the layer's state does not make a faithful fresh instance"),
-    CheckSpec("devices", "registration", device_column=True, prerequisites=("modes",)),
-    CheckSpec("device_parity", "registration", device_column=True, prerequisites=("modes", "values")),
+    CheckSpec("devices", "registration", needs=("devices",), device_column=True, prerequisites=("modes",)),
+    CheckSpec("device_parity", "registration", needs=("devices", "vjp"), device_column=True,
+              prerequisites=("modes", "values")),
     CheckSpec("values", "numerics", per_dtype=True, prerequisites=("modes",),
               blocks_because="the outputs already differ from the reference",
               not_applicable=_IN_DTYPE),
     CheckSpec("native", "numerics", per_dtype=True, prerequisites=("modes", "values"),
               not_applicable=_IN_DTYPE),
-    CheckSpec("gradients", "numerics", per_dtype=True, gradient_tolerances=True,
+    CheckSpec("gradients", "numerics", needs=("vjp",), per_dtype=True, gradient_tolerances=True,
               prerequisites=("modes", "values"), blocks_because="the first derivatives are already wrong",
               not_applicable=_IN_DTYPE),
-    CheckSpec("strict_loading", "loading"),
-    CheckSpec("modes", "modes", per_dtype=True,
+    CheckSpec("strict_loading", "loading", needs=("export_state", "load_state", "alter_saved")),
+    CheckSpec("modes", "modes", needs=("nest", "manual_seed"), per_dtype=True,
               blocks_because="the layer does not follow the framework's training/inference switch",
               not_applicable=_IN_DTYPE),
-    CheckSpec("properties", "properties", per_dtype=True, prerequisites=("modes", "values"),
+    CheckSpec("properties", "properties", needs=("nest",), per_dtype=True, prerequisites=("modes", "values"),
               not_applicable=_IN_DTYPE),
-    CheckSpec("forward_mode", "forward", per_dtype=True, gradient_tolerances=True, prerequisites=("modes", "values"),
+    CheckSpec("forward_mode", "forward", needs=("jvp",), per_dtype=True, gradient_tolerances=True,
+              prerequisites=("modes", "values"),
               not_applicable=("no_forward_mode", *_IN_DTYPE)),
-    CheckSpec("second_order", "second_order", per_dtype=True, gradient_tolerances=True,
+    CheckSpec("second_order", "second_order", needs=("hvp",), per_dtype=True, gradient_tolerances=True,
               prerequisites=("modes", "values", "gradients"),
               not_applicable=("no_double_backward", *_IN_DTYPE)),
     # compares the layer with itself (examples alone, permuted, one changed, vectorised), not with the reference,
     # so wrong values do not block it; where it shows the layer mixing examples (one example changed moves
     # another's output), wrong values are that mistake's symptom (checks/blame.py)
-    CheckSpec("batching", "batching", prerequisites=("modes",), blocks_because="the layer mixes the examples of a batch",
+    CheckSpec("batching", "batching", needs=("vmap_call", "vmap_vjp", "vjp"), prerequisites=("modes",),
+              blocks_because="the layer mixes the examples of a batch",
               not_applicable=("contract_cases", "no_vmap", "custom_function_no_vmap")),
     # compare the layer with itself on other memory layouts or one tensor passed twice, so wrong values or first
     # derivatives block them (their comparisons are of outputs and gradients)
     CheckSpec("layout", "layout", prerequisites=("modes", "values", "gradients"),
               not_applicable=("no_strides",)),
-    CheckSpec("aliasing", "aliasing", prerequisites=("modes", "values", "gradients"),
+    CheckSpec("aliasing", "aliasing", needs=("input_changes", "vjp", "compilers"),
+              prerequisites=("modes", "values", "gradients"),
               not_applicable=("contract_cases", "immutable_arrays", "function_alias_gradient", "no_gradient", "parts")),
     # the layer against itself: shapes and dtypes computed without data, and a program with a symbolic batch
-    CheckSpec("abstract", "abstract", prerequisites=("modes",),
+    CheckSpec("abstract", "abstract", needs=("abstract_outputs", "symbolic_batch"), prerequisites=("modes",),
               not_applicable=("imperative_function", "not_hybrid", "untraceable", "custom_function_no_vmap", "no_vmap", "parts")),
-    CheckSpec("compiled", "compiled", alongside=True, prerequisites=("modes", "serialization"),
+    CheckSpec("compiled", "compiled", needs=("compilers", "compile", "compiled_call", "compiled_vjp", "compile_stats"),
+              alongside=True, prerequisites=("modes", "serialization"),
               not_applicable=("imperative_function", "not_hybrid")),
-    CheckSpec("export", "export", fresh_process=True, alongside=True, prerequisites=("modes",),
+    CheckSpec("export", "export", needs=("export_formats", "export_save", "export_load", "manual_seed", "vjp"),
+              fresh_process=True, alongside=True, prerequisites=("modes",),
               not_applicable=("contract_cases", "no_format", "imperative_function", "not_hybrid", "untraceable", "parts")),
     # builds the layer the ways real code does (factory kwargs and meta-device initialisation in torch, build()
     # alone in Keras, nnx.eval_shape in JAX, deferred initialisation in Gluon) and compares the state with a
     # plain build's: about the constructor, so nothing blocks it, and once per target
-    CheckSpec("construction", "construction",
+    CheckSpec("construction", "construction", needs=("construction_run",),
               not_applicable=("not_a_module", "no_state", "lazy_module", "parts")),
-    CheckSpec("mixed_precision", "mixed_precision", fresh_process=True, prerequisites=("modes",),
+    CheckSpec("mixed_precision", "mixed_precision", needs=("mixed_precision_policies", "mixed_precision_run"),
+              fresh_process=True, prerequisites=("modes",),
               opt_in="runs every layer under each framework's mixed-precision mechanisms, which a layer used only "
                      "in its own dtype never meets (about 1.03x the matrix's time)",
               not_applicable=("no_precision_policy", "not_a_module", "no_kernel", "parts")),
@@ -216,6 +232,11 @@ PREREQUISITES = {c.id: c.prerequisites for c in CATALOG if c.prerequisites}
 BLOCKING_REASONS = {c.id: c.blocks_because for c in CATALOG if c.blocks_because}
 DEVICE_CHECKS = tuple(c.id for c in CATALOG if c.device_column)
 GRADIENT_TOLERANCE_CHECKS = tuple(c.id for c in CATALOG if c.gradient_tolerances)
+
+
+def spec_of(check: str) -> CheckSpec:
+    """The one declaration of ``check``."""
+    return _SPECS[check]
 
 
 def _prerequisites_first() -> tuple[str, ...]:

@@ -51,7 +51,7 @@ def run_check(ctx: CheckContext, check: str, timeout: float | None = None) -> di
     executor is killed at the deadline).
     """
     from .record import NotApplicable
-    from .checks.applicable import contract_says
+    from .checks.applicable import adapter_lacks, contract_says
     from .boundary import CheckTimeout, ExecutorLost, RemoteError
     rec: dict = {"check": check}
     if timeout is None:
@@ -67,7 +67,8 @@ def run_check(ctx: CheckContext, check: str, timeout: float | None = None) -> di
             rec.update(outcome="skipped", message="runs in the cpu column; the cuda column checks the "
                                                   "move to the GPU and output parity with cpu")
             return rec
-        said = contract_says(ctx.contract, check, ctx.adapter.name)  # n/a, or checks.<id>.skip
+        # n/a, or checks.<id>.skip; then n/a where the framework's adapter lacks a method the check needs
+        said = contract_says(ctx.contract, check, ctx.adapter.name) or adapter_lacks(check, ctx.adapter)
         if said:
             rec.update(said)
             return rec

@@ -17,11 +17,12 @@ import numpy as np
 
 from .. import inputs as inputs_mod
 from ..compare import describe_mismatch
+from ..protocol import NotApplicablePart
 from ..record import NotApplicable
-from .base import CheckFailed, CheckSkipped, unexpected_error
+from .base import CheckFailed, unexpected_error
 from .common import batch_of
 from .mistakes import hint
-from .optional import adapter_part, call_adapter
+from .base import adapter_part
 
 # the frameworks' words for a value read where there is none (a fake, meta or symbolic tensor, a tracer)
 _VALUE_READ = ("data-dependent", "DataDependent", "GuardOnDataDependent", "item()", ".item", "Cannot access data",
@@ -67,51 +68,49 @@ def check_abstract(ctx):
         return ctx.output_numpy(out, f"the output {what}"), ctx.adapter.dtype_name(out)
 
     full, dtype = eager(inputs, "eagerly")
-    details, problems, said = {}, [], []
-    try:
-        ways = call_adapter(ctx, "abstract_outputs", fn, layer, inputs)
-    except CheckSkipped as exc:
-        ways = []
-        said.append(f"shapes without data not run: {exc.reason}")
+    details, problems, said, na = {}, [], [], []
+    ways = ctx.adapter.abstract_outputs(fn, layer, inputs)
     hints, fw = {}, ctx.adapter.name  # each hint once (in the framework's words), after the problems it explains
     for w in ways:
-        way = w["way"]
-        if w.get("na"):
-            said.append(f"{way} n/a: {w['na']}")
-        elif w.get("error"):
-            problems.append(f"case {case.name!r}: the output's shape without data ({way}) failed: {w['error']}")
-            hints[_why(w["error"], fw) or ". " + hint("abstract_output_shape", fw)] = None
-        elif list(w["shape"]) != list(full.shape) or w["dtype"] not in (None, dtype):
-            what = f"shape {list(w['shape'])}" + (f" and dtype {w['dtype']}" if w["dtype"] else "")
+        way = w.way
+        if w.not_applicable:
+            na.append(w.not_applicable.reason)
+            said.append(f"{way} n/a: {w.not_applicable.reason}")
+        elif w.error:
+            problems.append(f"case {case.name!r}: the output's shape without data ({way}) failed: {w.error}")
+            hints[_why(w.error, fw) or ". " + hint("abstract_output_shape", fw)] = None
+        elif list(w.shape) != list(full.shape) or w.dtype not in (None, dtype):
+            what = f"shape {list(w.shape)}" + (f" and dtype {w.dtype}" if w.dtype else "")
             problems.append(f"case {case.name!r}: {way} gives an output of {what}, the eager call "
-                            f"{list(full.shape)}" + (f" and {dtype}" if w["dtype"] else ""))
+                            f"{list(full.shape)}" + (f" and {dtype}" if w.dtype else ""))
             hints[". " + hint("abstract_output_shape", fw)] = None
         else:
             said.append(f"{way} agrees")
     if problems:
         raise CheckFailed("; ".join(problems) + "".join(hints))
 
-    details["symbolic_batch"] = _batch_part(ctx, fn, layer, case, inputs, axis, full, dtype, eager)
+    batch = _batch_part(ctx, fn, layer, case, inputs, axis, full, dtype, eager)
+    details["symbolic_batch"] = str(batch)
     details["without_data"] = "; ".join(said) or "n/a"
-    if all(not s.startswith("n/a") and " n/a: " in s for s in said) and details["symbolic_batch"].startswith("n/a"):
+    if len(na) == len(said) and isinstance(batch, NotApplicablePart):
         # nothing ran: the framework holds this layer no way without data
-        reasons = dict.fromkeys([s.partition(" n/a: ")[2] for s in said] + [details["symbolic_batch"][5:]])
-        raise NotApplicable("; ".join(reasons), code="parts")
+        raise NotApplicable("; ".join(dict.fromkeys(na + [batch.reason])), code="parts")
     return details
 
 
-def _batch_part(ctx, fn, layer, case, inputs, axis, full, dtype, eager):
-    """The symbolic batch on batching's first case (the first case where batching names none)."""
+def _batch_part(ctx, fn, layer, case, inputs, axis, full, dtype, eager) -> str | NotApplicablePart:
+    """The symbolic batch on batching's first case (the first case where batching names none): what it showed,
+    in words, or why it is n/a."""
     batching = ctx.contract.batching
     if batching.not_applicable:
-        return f"n/a: the contract has no batch axis (batching: {batching.not_applicable})"
+        return NotApplicablePart(f"the contract has no batch axis (batching: {batching.not_applicable})")
     if batching.cases and case.name not in batching.cases:
         case = next(c for c in ctx.contract.cases if c.name == batching.cases[0])
         inputs = ctx.case_inputs(case)
         full = eager(inputs, f"eagerly on case {case.name!r}")[0]
     batched, n = batch_of(inputs, axis)
     if batched is None:
-        return f"n/a: case {case.name!r} has no batch to leave symbolic ({n})"
+        return NotApplicablePart(f"case {case.name!r} has no batch to leave symbolic ({n})")
     return _symbolic(ctx, fn, layer, case, inputs, batched, n, axis, full, eager)
 
 
@@ -128,14 +127,14 @@ def _symbolic(ctx, fn, layer, case, inputs, batched, n, axis, full, eager):
         return not_run
     want = [full, eager(bigger, f"eagerly on a batch of {2 * n}")[0]]
     problems, same_batch = [], False
-    for size, out, w in zip((n, 2 * n), got["outputs"], want):
+    for size, out, w in zip((n, 2 * n), got.outputs, want):
         out = np.asarray(out)
         if list(out.shape) != list(w.shape):
-            problems.append(f"case {name!r}: {got['way']} at a batch of {size} gives shape {list(out.shape)}, the "
+            problems.append(f"case {name!r}: {got.way} at a batch of {size} gives shape {list(out.shape)}, the "
                             f"eager call {list(w.shape)}")
             continue
         rtol, atol = ctx.tolerance("abstract", str(w.dtype))
-        diff = describe_mismatch(out, w, rtol, atol, what=f"case {name!r}: {got['way']} at a batch of {size} "
+        diff = describe_mismatch(out, w, rtol, atol, what=f"case {name!r}: {got.way} at a batch of {size} "
                                                           f"against the eager call")
         if diff:
             problems.append(diff)
@@ -146,4 +145,4 @@ def _symbolic(ctx, fn, layer, case, inputs, batched, n, axis, full, eager):
                                                 "Python, baked into the program when it was traced)")
     if problems:
         raise CheckFailed("; ".join(problems) + ". " + hint("abstract_fixed_batch", ctx.adapter.name))
-    return f"{got['way']} agrees at batches of {n} and {2 * n}"
+    return f"{got.way} agrees at batches of {n} and {2 * n}"

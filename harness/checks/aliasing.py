@@ -23,11 +23,10 @@ from ..compare import describe_mismatch
 from ..dtypes import is_floating
 from ..record import NotApplicable
 from ..reference_run import reference
-from .base import CheckFailed, CheckSkipped, unexpected_error
+from .base import CheckFailed, unexpected_error
 from .common import reference_vjp
 from .mistakes import hint
 from ..check_catalog import na_of
-from .optional import call_adapter
 
 
 def _pair(ctx):
@@ -113,23 +112,23 @@ def _unchanged(ctx, problems, hints):
     rng = inputs_mod.rng_for(ctx.seed, contract.name, "aliasing-inputs")
     ct = rng.standard_normal(plain.shape) if contract.gradients.declared else None
     try:
-        seen = call_adapter(ctx, "input_changes", fn, layer, inputs, idx if ct is not None else [], ct)
-    except (NotApplicable, CheckSkipped):
+        seen = ctx.adapter.input_changes(fn, layer, inputs, idx if ct is not None else [], ct)
+    except NotApplicable:
         raise
     except Exception as exc:
         raise CheckFailed(f"case {case.name!r}: calling the layer on inputs that are not leaves of the graph (so "
                           f"that an in-place write is allowed) and differentiating raised {unexpected_error(exc)}"
                           ) from exc
     label = lambda ks: ", ".join(repr(names[k]) for k in ks)
-    versions = seen["versions"]
-    ops = {int(k): v for k, v in (seen.get("ops") or {}).items()}
+    versions = seen.versions
+    ops = {int(k): v for k, v in seen.ops.items()}
     by = lambda ks: "".join(f" ({', '.join(ops[k])} writes into {names[k]!r})" for k in ks if ops.get(k))
     if not spec.in_place:
-        if seen["forward"]:
-            problems.append(f"case {case.name!r}: the call changed its input {label(seen['forward'])}"
-                            f"{by(seen['forward'])}. " + hint("aliasing_mutates_input"))
-        elif seen["backward"]:
-            problems.append(f"case {case.name!r}: the backward pass changed the input {label(seen['backward'])}. "
+        if seen.forward:
+            problems.append(f"case {case.name!r}: the call changed its input {label(seen.forward)}"
+                            f"{by(seen.forward)}. " + hint("aliasing_mutates_input"))
+        elif seen.backward:
+            problems.append(f"case {case.name!r}: the backward pass changed the input {label(seen.backward)}. "
                             + hint("aliasing_mutates_input"))
         elif versions:
             problems.append(f"case {case.name!r}: the version counter of input {label(versions)} moved (an "
@@ -137,14 +136,14 @@ def _unchanged(ctx, problems, hints):
         return "the inputs are unchanged" + ("" if versions is None else " (values and version counters)")
     if versions is not None and not versions:
         problems.append(f"case {case.name!r}: the contract declares aliasing: {{in_place: true}}, but no input's "
-                        f"version counter moved" + (f" although {label(seen['forward'])} changed: the layer "
+                        f"version counter moved" + (f" although {label(seen.forward)} changed: the layer "
                                                     f"writes around autograd (.data, a storage)"
-                                                    if seen["forward"] else ": the layer does not write into "
+                                                    if seen.forward else ": the layer does not write into "
                                                                             "its input"))
-    elif versions is None and not seen["forward"]:
+    elif versions is None and not seen.forward:
         problems.append(f"case {case.name!r}: the contract declares aliasing: {{in_place: true}}, but no input "
                         f"changed")
-    got = ctx.output_numpy(seen["output"], "the output on inputs written in place")
+    got = ctx.output_numpy(seen.output, "the output on inputs written in place")
     rtol, atol = ctx.tolerance("values", str(plain.dtype))
     diff = describe_mismatch(got, plain, rtol, atol, what=f"case {case.name!r}: the output with the input written "
                                                           f"in place against the one on a fresh input")
@@ -156,7 +155,7 @@ def _unchanged(ctx, problems, hints):
 def _in_place_gradients(ctx, case, inputs, state, idx, names, ct, seen, problems) -> str:
     """The gradients of the run that wrote in place against the reference VJP (the layer's meaning, out of
     place): a backward that reads a saved tensor the forward overwrote shows here."""
-    grads = seen["input_grads"]
+    grads = seen.input_grads
     if ct is None or not any(grads[i] is not None for i in idx):
         return ""
     _, _, ref_vjp = reference(ctx.contract)

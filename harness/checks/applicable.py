@@ -11,6 +11,9 @@ and skips"): ``frameworks.<fw>.not_applicable``, a section's ``{not_applicable: 
 ``mixed_precision``, ``batching``, ``construction``, ``aliasing``, ``abstract``, ``layout``), ``native.<fw>.none`` and what the contract leaves out are n/a (outcome skipped,
 ``not_applicable`` true, the reason the message: ``layer_conformance.record.NotApplicable``'s record form);
 ``checks.<id>.skip`` is a skip that is not n/a (``not_applicable`` false; why the two differ: ``checks.base``).
+
+``adapter_lacks`` is the one place a framework's missing capability becomes n/a: a protocol method the check's
+``CheckSpec.needs`` names that the executor's adapter does not implement (its hello), said before the check runs.
 """
 from __future__ import annotations
 
@@ -97,4 +100,18 @@ def contract_says(contract, check: str, framework: str, whole_framework: bool = 
     reason = contract.skip_reason(check)
     if reason:
         return {"outcome": "skipped", "message": reason, "not_applicable": False}
+    return None
+
+
+def adapter_lacks(check: str, adapter) -> dict | None:
+    """The record fields of the n/a for a protocol method ``check`` needs (``CheckSpec.needs``) that ``adapter``
+    does not implement (its executor's hello says which it does), or None where it has them all."""
+    from ..check_catalog import spec_of
+    from ..protocol import AREAS
+    for method in spec_of(check).needs:
+        if not adapter.implements(method):
+            area = next((a for a, p in AREAS.items() if method in vars(p)), "?")
+            return {"outcome": "skipped", "not_applicable": True, "na_source": "framework",
+                    "message": f"the {adapter.name} adapter does not implement {method} (the {area} protocol)",
+                    "details": {"na_reason": "not_in_adapter"}}
     return None

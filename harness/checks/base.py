@@ -8,6 +8,7 @@ import numpy as np
 
 from ..dtypes import is_floating, np_dtype
 from .. import inputs as inputs_mod
+from ..protocol import NotApplicablePart
 from ..record import NotApplicable
 
 
@@ -24,7 +25,8 @@ class CheckFailed(AssertionError):
 # the check has no meaning here: the framework lacks the mechanism, the layer has no such thing, the contract says
 # so. A plain skip (``CheckSkipped``; record: skipped, ``not_applicable`` false; ``unavailable`` true for a
 # missing device) says the check means something here and was not run: the contract author opted out
-# (``checks.<id>.skip``), the machine lacks a device, the harness's adapter lacks a method. A skip is a hole in
+# (``checks.<id>.skip``), the machine lacks a device (a framework's adapter without a method the check needs is n/a:
+# ``checks.applicable.adapter_lacks``). A skip is a hole in
 # what was checked, n/a is not, which is why the views show them apart and they never share a name.
 class CheckSkipped(Exception):
     """A skip that is not n/a (see the comment above): the check applies, and was not run, because ``reason``."""
@@ -37,6 +39,19 @@ class CheckSkipped(Exception):
 def type_name(obj) -> str:
     """What a value is, in the framework's words (a handle names the object it stands for)."""
     return getattr(obj, "remote_type", None) or type(obj).__name__
+
+
+def adapter_part(ctx, method: str, *args, failed):
+    """One part of a check through an adapter method (one of its ``CheckSpec.needs``, so the adapter implements it):
+    ``(result, None)``, or ``(None, NotApplicablePart)`` where the framework has no such mechanism for this part.
+    Any other exception is the layer's: CheckFailed with ``failed(exc)``'s words (where it was raised is no
+    evidence: the code under test shares the process and can forge any traceback, a NotImplementedError included)."""
+    try:
+        return getattr(ctx.adapter, method)(*args), None
+    except NotApplicable as exc:
+        return None, NotApplicablePart(exc.reason, exc.code)
+    except Exception as exc:
+        raise CheckFailed(failed(exc)) from exc
 
 
 class CheckBlocked(Exception):

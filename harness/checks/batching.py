@@ -18,11 +18,12 @@ import numpy as np
 from .. import inputs as inputs_mod
 from ..compare import describe_mismatch
 from ..dtypes import is_floating
+from ..protocol import NotApplicablePart
 from ..record import NotApplicable
 from .base import CheckFailed, unexpected_error
 from .common import batch_of
 from .mistakes import hint
-from .optional import adapter_part
+from .base import adapter_part
 
 
 def _value_read(ctx, exc) -> str:
@@ -156,7 +157,7 @@ def _vectorised(ctx, spec, layer, fn, case, inputs, batched, n, state):
                                     failed=lambda exc: f"case {name!r}: the layer under the framework's vectorising "
                                                        f"transform{what} raised {unexpected_error(exc)}{why(exc)}")
         if not_run:
-            return not_run
+            return str(not_run)
         outs.append(ctx.output_numpy(out, f"the vectorised output on case {name!r}"))
     diff = describe_mismatch(outs[0], full, rtol, atol, what=f"case {name!r}: the vectorised output against the "
                                                              f"plain batch's")
@@ -192,10 +193,10 @@ def _vectorised_gradients(ctx, fn, case, inputs, in_axes, axis, required, proble
     if not_run:
         return f"outputs agree; gradients {not_run}"
     said = []
-    for way, short, grads in (("the gradient of the vectorised function", "grad of vmap", got["grad_of_vmap"]),
-                              ("the vectorised gradient", "vmap of grad", got["vmap_of_grad"])):
-        if isinstance(grads, str):  # the framework cannot take it this way: n/a, with its reason
-            said.append(f"{short} n/a: {grads}")
+    for way, short, grads in (("the gradient of the vectorised function", "grad of vmap", got.grad_of_vmap),
+                              ("the vectorised gradient", "vmap of grad", got.vmap_of_grad)):
+        if isinstance(grads, NotApplicablePart):  # the framework cannot take it this way: n/a, with its reason
+            said.append(f"{short} n/a: {grads.reason}")
             continue
         said.append(f"{short} agrees")
         for i in wrt:

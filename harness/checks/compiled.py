@@ -22,7 +22,6 @@ import numpy as np
 from ..compare import describe_mismatch
 from .base import CheckFailed, CheckSkipped, unexpected_error
 from .mistakes import Findings, hint
-from .optional import require
 
 _VALUE_ERRORS = ("ConcretizationTypeError", "TracerBoolConversionError", "TracerArrayConversionError",
                  "TracerIntegerConversionError", "OperatorNotAllowedInGraphError", "asnumpy", "item()",
@@ -73,7 +72,6 @@ def _diagnose(compiler, what, got, want, eager_again, retraced=None, tol=(0.0, 0
 
 def check_compiled(ctx):
     spec = ctx.contract.compiled
-    require(ctx, "compilers", "compile", "compiled_call", "compiled_vjp", "compile_stats")
     from .common import reference_forward
     from .. import inputs as inputs_mod
     adapter, contract = ctx.adapter, ctx.contract

@@ -23,7 +23,6 @@ from __future__ import annotations
 from ..record import NotApplicable
 from .base import CheckFailed
 from .mistakes import hint
-from .optional import call_adapter
 
 
 def check_construction(ctx):
@@ -31,27 +30,27 @@ def check_construction(ctx):
     expected = {"trainable": len(contract.trainable), "non_trainable": len(contract.non_trainable),
                 "reset_parameters": contract.construction.reset_parameters}
     first = ctx.build_inputs()
-    parts = call_adapter(ctx, "construction_run", ctx.impl, ctx.constructor_args(), first, expected,
-                         other=_other_first_call(ctx, first))
+    parts = ctx.adapter.construction_run(ctx.impl, ctx.constructor_args(), first, expected,
+                                         other=_other_first_call(ctx, first))
     details, problems, hints, ran = {}, [], [], False
     for part in parts:
-        name = part["part"]
-        if part.get("not_applicable"):
-            details[name] = f"n/a: {part['not_applicable']}"
+        name = part.part
+        if part.not_applicable:
+            details[name] = str(part.not_applicable)
             continue
         ran = True
-        if part.get("problems"):
+        if part.problems:
             details[name] = "failed"
-            problems.append(f"{name}: " + "; ".join(part["problems"]))
-            if part.get("hint") and part["hint"] not in hints:
-                hints.append(part["hint"])
+            problems.append(f"{name}: " + "; ".join(part.problems))
+            if part.hint and part.hint not in hints:
+                hints.append(part.hint)
         else:
             details[name] = "passed"
     if problems:
         said = [hint(h, ctx.adapter.name) for h in hints]
         raise CheckFailed("; ".join(problems).rstrip(".") + "".join(f". {s}" for s in said if s), **details)
     if not ran:
-        raise NotApplicable("; ".join(f"{p['part']}: {p['not_applicable']}" for p in parts), code="parts")
+        raise NotApplicable("; ".join(f"{p.part}: {p.not_applicable.reason}" for p in parts), code="parts")
     return details
 
 

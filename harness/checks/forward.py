@@ -16,7 +16,6 @@ from .base import CheckFailed, CheckSkipped, unexpected_error
 from ..record import NotApplicable
 from ..reference_run import reference
 from .common import reference_vjp
-from .optional import call_adapter
 
 _EXACT_UP_TO = 256  # outputs up to this size get the full J t; larger ones random projections
 
@@ -45,7 +44,7 @@ def check_forward_mode(ctx):
 
     def push(layer, x, t, what):
         try:
-            return call_adapter(ctx, "jvp", ctx.callable(layer), layer, x, t)
+            return ctx.adapter.jvp(ctx.callable(layer), layer, x, t)
         except (CheckSkipped, NotApplicable):
             raise
         except Exception as exc:

@@ -16,9 +16,8 @@ import re
 import tempfile
 
 from .. import inputs as inputs_mod
-from .base import CheckFailed, CheckSkipped, unexpected_error
+from .base import CheckFailed, unexpected_error
 from ..record import NotApplicable
-from .optional import call_adapter, require
 
 
 def _describe(exc) -> str:
@@ -36,10 +35,10 @@ def _refuses_altered_state(ctx, problems, details):
     fresh layer, must raise."""
     adapter = ctx.adapter
     full = ctx.new_layer(inputs_mod.test_state(ctx.contract), strict=False)
-    saved = call_adapter(ctx, "export_state", full)
+    saved = ctx.adapter.export_state(full)
     try:
-        call_adapter(ctx, "load_state", ctx.new_layer(), saved, strict=True)
-    except (CheckSkipped, NotApplicable):
+        ctx.adapter.load_state(ctx.new_layer(), saved, strict=True)
+    except NotApplicable:
         raise
     except Exception as exc:
         raise CheckFailed(f"the layer's own saved state does not load strictly into a fresh instance: "
@@ -51,10 +50,10 @@ def _refuses_altered_state(ctx, problems, details):
                {"drop": name}) for slot, name in dropped]
     trials.append((f"a saved state with an extra entry {_EXTRA!r}", "unexpected", {"add": _EXTRA}))
     for what, direction, change in trials:
-        altered = call_adapter(ctx, "alter_saved", full, saved, **change)
+        altered = ctx.adapter.alter_saved(full, saved, **change)
         try:
-            call_adapter(ctx, "load_state", ctx.new_layer(), altered, strict=True)
-        except (CheckSkipped, NotApplicable):
+            ctx.adapter.load_state(ctx.new_layer(), altered, strict=True)
+        except NotApplicable:
             raise
         except Exception as exc:
             details.setdefault(f"{direction}_slot_errors", []).append(_describe(exc))
@@ -68,7 +67,6 @@ def check_strict_loading(ctx):
     """The layer's own state loads strictly; a state lacking a slot, or with an extra one, is
     refused. With optional state (``strict_loading`` in the contract) the saved state grows by
     exactly the optional slots, and a state of either shape is refused by the other."""
-    require(ctx, "export_state", "load_state", "alter_saved")
     problems, details = [], {}
     _refuses_altered_state(ctx, problems, details)
     spec = ctx.contract.strict_loading
@@ -103,10 +101,10 @@ def check_strict_loading(ctx):
                                               f"{optional}) loaded strictly into the layer"),
             ("unexpected", full, variant, f"the layer's state (with {optional}) loaded strictly into the "
                                           f"variant with {variant_text}")):
-        saved = call_adapter(ctx, "export_state", source)
+        saved = ctx.adapter.export_state(source)
         try:
-            call_adapter(ctx, "load_state", target(), saved, strict=True)
-        except (CheckSkipped, NotApplicable):
+            ctx.adapter.load_state(target(), saved, strict=True)
+        except NotApplicable:
             raise
         except Exception as exc:
             details[f"{direction}_slot_error"] = _describe(exc)

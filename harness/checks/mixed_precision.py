@@ -18,8 +18,8 @@ import numpy as np
 
 from ..compare import describe_mismatch
 from .base import CheckFailed, CheckSkipped, unexpected_error
+from ..protocol.precision import MixedPrecisionPolicy, MixedPrecisionRun
 from .mistakes import Findings, hint
-from .optional import require
 
 # (rtol, atol) of a 16-bit computation against the float32 run: 8 units in the last place (eps: 2**-10
 # for float16, 2**-7 for bfloat16); atol is relative to the output's root mean square, since a 16-bit
@@ -44,19 +44,18 @@ def _floating(dtype: str) -> bool:
 
 
 def check_mixed_precision(ctx):
-    require(ctx, "mixed_precision_policies", "mixed_precision_run")
     from .. import inputs as inputs_mod
     adapter, contract = ctx.adapter, ctx.contract
     fw = adapter.name
     policies = adapter.mixed_precision_policies(ctx.impl, ctx.is_function)  # raises NotApplicable (n/a) where there is none
     details: dict = {"policies": {}}
-    runnable = [p for p in policies if "not_applicable" not in p]
+    runnable = [p for p in policies if p.not_applicable is None]
     for p in policies:
-        if "not_applicable" in p:
-            details["policies"][p["policy"]] = f"n/a: {p['not_applicable']}"
+        if p.not_applicable is not None:
+            details["policies"][p.policy] = str(p.not_applicable)
     if not runnable:
         from ..record import NotApplicable
-        raise NotApplicable("; ".join(f"{p['policy']}: {p['not_applicable']}" for p in policies), code="parts")
+        raise NotApplicable("; ".join(f"{p.policy}: {p.not_applicable.reason}" for p in policies), code="parts")
 
     case = contract.cases[0]
     inputs = ctx.case_inputs(case)
@@ -80,9 +79,9 @@ def check_mixed_precision(ctx):
 
     problems = Findings()  # each hint once, however many policies show the mistake
     for policy in runnable:
-        name = policy["policy"]
+        name = policy.policy
         try:
-            if policy.get("isolated"):
+            if policy.isolated:
                 # the mechanism changes its process for good (MXNet's amp.init): a process of its own
                 if ctx.impl_spec is None:
                     details["policies"][name] = "not run: the implementation has no module:attr for a fresh process"
@@ -103,9 +102,9 @@ def check_mixed_precision(ctx):
             problems.append(f"under {name}: the layer raises {unexpected_error(exc)}")
             continue
         found = _judge(ctx, policy, got, want, declared, names, problems)
-        details["policies"][name] = {"mechanism": got.get("mechanism", name), "output_dtype": got["output_dtype"],
-                                     "variables": got.get("variables", {}), "gradients": got.get("gradients", {}),
-                                     **({"notes": got["notes"]} if got.get("notes") else {})}
+        details["policies"][name] = {"mechanism": got.mechanism, "output_dtype": got.output_dtype,
+                                     "variables": got.variables, "gradients": got.gradients,
+                                     **({"notes": list(got.notes)} if got.notes else {})}
         problems += [f"under {name}: {f}" for f in found]
     if problems:
         raise CheckFailed(problems.text(), **details)
@@ -115,27 +114,28 @@ def check_mixed_precision(ctx):
     return details
 
 
-def _judge(ctx, policy, got, want, declared, names, hints: Findings) -> list[str]:
+def _judge(ctx, policy: MixedPrecisionPolicy, got: MixedPrecisionRun, want, declared, names,
+           hints: Findings) -> list[str]:
     """What is wrong under one policy; the hints go to ``hints``, to be said once."""
     fw = ctx.adapter.name
     found: list[str] = []
-    keep, compute = policy["variables"], policy["compute"]
-    low = [f"{n!r} is {d}" for n, d in got.get("variables", {}).items()
+    keep, compute = policy.variables, policy.compute
+    low = [f"{n!r} is {d}" for n, d in got.variables.items()
            if _floating(d) and d != declared.get(n, keep) and declared.get(n, keep) == keep]
     if low:
         found.append(f"variable(s) {', '.join(low)}, not {keep}: the layer creates or stores its weights in "
                      f"the compute dtype, so the optimizer updates 16-bit weights")
         hints.say(hint('mixed_variables_low', fw))
-    said = got.get("compute_dtype")
-    if policy.get("states_compute") and said is not None and said != compute:
+    said = got.compute_dtype
+    if policy.states_compute and said is not None and said != compute:
         found.append(f"the layer's compute dtype is {said}, not {compute}: it did not take the policy "
-                     f"(its output is {got['output_dtype']})")
+                     f"(its output is {got.output_dtype})")
         hints.say(hint('mixed_policy_ignored', fw))
-    out_dtype = got["output_dtype"]
+    out_dtype = got.output_dtype
     real = np.issubdtype(want.dtype, np.floating)  # a policy fixes floating outputs (complex, ints keep theirs)
-    if policy.get("output") and real and out_dtype != policy["output"] and not (said is not None and said != compute):
-        found.append(f"the output is {out_dtype}, not the compute dtype {policy['output']}")
-    out = np.asarray(got["output"])
+    if policy.output and real and out_dtype != policy.output and not (said is not None and said != compute):
+        found.append(f"the output is {out_dtype}, not the compute dtype {policy.output}")
+    out = np.asarray(got.output)
     if out.shape != want.shape:
         found.append(f"the output has shape {list(out.shape)}, {list(want.shape)} in float32")
     else:
@@ -144,12 +144,12 @@ def _judge(ctx, policy, got, want, declared, names, hints: Findings) -> list[str
                                  what=f"output vs the float32 run ({compute} tolerance)")
         if diff:
             found.append(diff)
-    for n, d in got.get("gradients", {}).items():
-        var = got.get("variables", {}).get(n)
+    for n, d in got.gradients.items():
+        var = got.variables.get(n)
         if d is not None and var is not None and _floating(var) and d != var:
             found.append(f"the gradient of variable {n!r} is {d}, the variable {var}")
-    for i, d in enumerate(got.get("input_gradients", [])):
-        if d is not None and d != got.get("input_dtypes", [None] * (i + 1))[i]:
+    for i, d in enumerate(got.input_gradients):
+        if d is not None and d != got.input_dtypes[i]:
             what = names[i] if i < len(names) else str(i)
-            found.append(f"the gradient for input {what!r} is {d}, the input {got['input_dtypes'][i]}")
+            found.append(f"the gradient for input {what!r} is {d}, the input {got.input_dtypes[i]}")
     return found

@@ -13,7 +13,6 @@ import numpy as np
 
 from .. import inputs as inputs_mod
 from .base import CheckFailed
-from .optional import call_adapter, require
 
 
 def hoeffding_halfwidth(n: int, false_alarm: float) -> float:
@@ -38,7 +37,6 @@ def check_modes(ctx):
     Hoeffding bound of the rate, survivors scaled by 1 / (1 - rate), a fresh mask per call.
     Both through the framework's switch on a container holding the layer."""
     spec = ctx.contract.modes   # a layer's, stated: layer_conformance.checks.applicable
-    require(ctx, "nest", "manual_seed")
     adapter, contract = ctx.adapter, ctx.contract
     train = spec.train
     rate = contract.resolve_arg(train.rate)  # a number in (0, 1) or $name of a constructor argument
@@ -47,7 +45,7 @@ def check_modes(ctx):
     if np.any(x == 0):
         raise CheckFailed(f"modes.train.input draws exact zeros, which would read as dropped "
                           f"({contract.location('modes', 'train', 'input')}); draw uniform away from 0")
-    container = call_adapter(ctx, "nest", ctx.new_layer())
+    container = ctx.adapter.nest(ctx.new_layer())
     problems = []
 
     def run(training):
@@ -61,7 +59,7 @@ def check_modes(ctx):
 
     saved = adapter.save_globals()  # the check's own seeding must not leak into later checks
     try:
-        call_adapter(ctx, "manual_seed", ctx.seed)
+        ctx.adapter.manual_seed(ctx.seed)
         first, second = run(True), run(True)
     finally:
         adapter.restore_globals(saved)

@@ -14,7 +14,6 @@ from ..compare import describe_mismatch
 from ..contract import InputSpec
 from ..tolerances import finfo
 from .base import CheckFailed
-from .optional import call_adapter, require
 
 
 def _input(ctx, prop, i, name="input", shape=None):
@@ -33,7 +32,7 @@ def _mean_zero(ctx, prop, i):
     if dense:
         where = f"inside a Sequential after a dense layer {dense[0]} -> {dense[1]}"
         # the dense layer in the dtype the checks run in, as the layer is
-        out = ctx.adapter.call(ctx.in_dtype(call_adapter(ctx, "nest", layer, tuple(dense))), [x])
+        out = ctx.adapter.call(ctx.in_dtype(ctx.adapter.nest(layer, tuple(dense))), [x])
     else:
         where = "on the layer alone"
         out = ctx.run(layer, [x])
@@ -95,8 +94,6 @@ KINDS = {"mean_zero": _mean_zero, "mean_square": _mean_square, "causal_mask": _c
 def check_properties(ctx):
     """Every property the contract states, each by its kind's single implementation."""
     props = ctx.contract.properties   # a layer's, stated: layer_conformance.checks.applicable
-    if any(p.after_dense for p in props):
-        require(ctx, "nest")
     problems, checked = [], []
     for i, prop in enumerate(props):
         detail, problem = KINDS[prop.kind](ctx, prop, i)

@@ -18,7 +18,6 @@ from ..compare import describe_mismatch
 from .base import CheckFailed, CheckSkipped, unexpected_error
 from ..record import NotApplicable
 from ..reference_run import reference
-from .optional import call_adapter
 from .mistakes import hint
 
 
@@ -56,7 +55,7 @@ def check_second_order(ctx):
         layer, state, _ = ctx.layer_at(state)
         kw = {**contract.constructor, **state}
         try:
-            got = call_adapter(ctx, "hvp", ctx.callable(layer), layer, inputs, idx, g, v)
+            got = ctx.adapter.hvp(ctx.callable(layer), layer, inputs, idx, g, v)
         except (CheckSkipped, NotApplicable):
             raise
         except Exception as exc:

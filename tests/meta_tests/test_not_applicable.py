@@ -2,7 +2,8 @@
 raised by adapters and checks alike; one field on the executor's wire (``not_applicable``, the reason); one record
 form (outcome ``skipped``, ``not_applicable`` true, ``message`` the reason); the views' "n/a" read from it. The
 contract's keys map to that form through one function (``checks.applicable.contract_says``). A skip that is not
-n/a (``CheckSkipped``: ``checks.<id>.skip``, a missing device, a method an adapter lacks) keeps its own name."""
+n/a (``CheckSkipped``: ``checks.<id>.skip``, a missing device) keeps its own name; a method an adapter lacks is n/a
+from the catalog (``checks.applicable.adapter_lacks``)."""
 from __future__ import annotations
 
 import ast
@@ -16,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 HARNESS = ROOT / "harness"
 
 # the one n/a exception, and the one skip that is not n/a (checks.base says why the two differ)
-ALLOWED_CLASSES = {("protocol/__init__.py", "NotApplicable"), ("checks/base.py", "CheckSkipped")}
+ALLOWED_CLASSES = {("protocol/not_applicable.py", "NotApplicable"), ("checks/base.py", "CheckSkipped")}
 # where the record form of n/a is written: the runner (from the exception, and from contract_says), the plugin
 # (the records of checks never collected, from contract_says' reasons) and contract_says itself
 ALLOWED_NA_TRUE = {"runner.py", "plugin.py", "checks/applicable.py"}
@@ -49,7 +50,7 @@ def test_the_old_names_and_flags_are_gone():
                     (len(node.args) > 1 or node.keywords):
                 problems.append(f"{rel}:{node.lineno}: CheckSkipped with more than its reason")
     assert not problems, problems
-    from layer_conformance.layerside.adapters.base import NotApplicable as from_adapters
+    from layer_conformance.protocol import NotApplicable as from_adapters
     from layer_conformance.record import NotApplicable
     assert from_adapters is NotApplicable
 
