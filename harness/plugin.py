@@ -185,9 +185,9 @@ JUDGE_MODULES = (
     "importlib.machinery", "ctypes", "ctypes.util",  # ctypes: the stderr file's hole punching (boundary.client)
     "_pytest.junitxml", "_pytest.mark", "_pytest.mark.expression",
     *(f"layer_conformance.{m}" for m in (
-        "binding", "check_catalog", "checks", "checks.applicable", "checks.base", "checks.blame", "checks.common", "checks.mistakes",
-        "checks.properties", "compare", "contract", "dtypes", "errors", "boundary", "boundary.client",
-        "boundary.session", "boundary.warm", "frameworks", "gate", "gate.expectations", "gate.hooks", "inputs",
+        "binding", "changed", "check_catalog", "checks", "checks.applicable", "checks.base", "checks.blame", "checks.common", "checks.mistakes",
+        "checks.properties", "compare", "contract", "dtypes", "errors", "boundary", "boundary.cgroup", "boundary.client",
+        "boundary.procfs", "boundary.session", "boundary.warm", "frameworks", "gate", "gate.expectations", "gate.hooks", "inputs",
         "hookspecs", "lane", "nodeids", "outputs", "outputs.base", "outputs.html", "outputs.json", "outputs.junit",
         "outputs.terminal", "record", "reference_check", "reference_run", "report", "report.html", "reproduce",
         "results", "verdict", "runner", "scheduling", "targets", "tolerances", "wire")),

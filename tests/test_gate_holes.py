@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from layer_conformance import gate, targets
+from layer_conformance import changed, gate
 from layer_conformance.record import Record
 from layer_conformance.gate import ExpectationsError, compare, load_expectations
 from tests.support import GRAD_BINDINGS, GRAD_LAYER, gate_run, git
@@ -86,9 +86,9 @@ def test_module_files_are_found_from_the_current_directory_without_importing(tmp
     (pkg / "sub" / "__init__.py").write_text("")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
-    assert targets.module_file("mypkg.layers") == pkg / "layers.py"
-    assert targets.module_file("mypkg.sub") == pkg / "sub" / "__init__.py"
-    assert targets.module_file("mypkg.nothing") is None
+    assert changed.module_file("mypkg.layers") == pkg / "layers.py"
+    assert changed.module_file("mypkg.sub") == pkg / "sub" / "__init__.py"
+    assert changed.module_file("mypkg.nothing") is None
     assert not (tmp_path / "IMPORTED").exists() and "mypkg" not in sys.modules
 
 
@@ -104,7 +104,7 @@ def test_the_import_scan_follows_absolute_relative_and_literal_dynamic_imports(t
     (pkg / "dyn.py").write_text("")
     (tmp_path / "unrelated.py").write_text("")
     monkeypatch.chdir(tmp_path)
-    scan = targets.ImportScan(inside=lambda p: str(p).startswith(str(tmp_path)))
+    scan = changed.ImportScan(inside=lambda p: str(p).startswith(str(tmp_path)))
     files = scan.closure("mypkg.layers")
     names = {str(p.relative_to(tmp_path)) for p in files}
     assert names == {"mypkg/__init__.py", "mypkg/layers.py", "mypkg/ops/__init__.py", "mypkg/ops/scale.py",
@@ -113,7 +113,7 @@ def test_the_import_scan_follows_absolute_relative_and_literal_dynamic_imports(t
     # (torch is missing too in an environment without it, such as the MXNet one: not this test's point)
     assert scan.unparseable == [] and [m for m, _ in scan.missing if m != "torch"] == ["mypkg.consts.FACTOR"]
     (pkg / "consts.py").write_text("FACTOR = (\n")
-    scan = targets.ImportScan(inside=lambda p: str(p).startswith(str(tmp_path)))
+    scan = changed.ImportScan(inside=lambda p: str(p).startswith(str(tmp_path)))
     scan.closure("mypkg.layers")
     assert scan.unparseable == [pkg / "consts.py"]
 

@@ -31,7 +31,7 @@ registry, found again by the next run; it ends when none of the processes it was
 
 A cgroup (v2, or v1's memory and pids controllers) per executor process caps the memory and the number of
 tasks of the process and everything it starts, /dev/shm, /tmp and the shared directory included (tmpfs pages
-are charged to the group), and the whole group is killed when the executor ends.
+are charged to the group), and the whole group is killed when the executor ends (boundary/cgroup.py).
 
 Modes (--sandbox): ``auto`` (the default: what can be had, else none, said once), ``require`` (a usage
 error where no namespaces can be had), ``off``. ``describe()``: ``namespaces+cgroup``, ``namespaces`` or
@@ -49,11 +49,13 @@ import signal
 import subprocess
 import tempfile
 import threading
-import time
 from pathlib import Path
 
+from .cgroup import Group, cgroup_root
+# host_pid and process_state are asked of this module too (client.py, warm.py): the sandbox's readers of /proc
+from .procfs import host_pid, process_state, stat_field  # noqa: F401
+
 UNSHARE_ENV = "LAYER_CONFORMANCE_UNSHARE"  # the unshare binary (default: the one on PATH); tests point it away
-PIDS_MAX = 4096  # tasks (processes and threads) per executor's group: a fork bomb stops there
 
 # run as pid 1 of the new namespaces: sh -c SCRIPT sandbox UNSHARE SETPRIV SOURCE SHARED KEPT PROGRAM ARGS...
 # SOURCE: the holder's tmpfs (as the holder's namespace names it), mounted at SHARED (the judge's path for it);
@@ -285,7 +287,7 @@ def _warm_path() -> str:
 
 
 def _start_time(pid: int) -> str | None:
-    return _stat_field(pid, 19)
+    return stat_field(pid, 19)
 
 
 def _is_holder(info: dict) -> bool:
@@ -559,213 +561,3 @@ def sandbox(mode: str = "auto") -> Sandbox:
         if mode not in _sandboxes:
             _sandboxes[mode] = Sandbox(mode)
         return _sandboxes[mode]
-
-
-# -- cgroups ------------------------------------------------------------------------------------------
-def cgroup_root() -> dict | None:
-    """Where this process may make groups with a memory and a pids limit: {"v2": dir} or {"memory": dir,
-    "pids": dir} (v1), or None."""
-    with _lock:
-        if "cgroup" not in _state:
-            try:
-                _state["cgroup"] = _find_cgroup()
-            except OSError:
-                _state["cgroup"] = None
-        return _state["cgroup"]
-
-
-def _own_groups() -> dict:
-    out = {}
-    with open("/proc/self/cgroup") as f:
-        for line in f:
-            _, controllers, path = line.rstrip("\n").split(":", 2)
-            for c in controllers.split(",") if controllers else [""]:
-                out[c] = path
-    return out
-
-
-def _usable(directory: str, files) -> bool:
-    probe = os.path.join(directory, f"conformance-probe-{os.getpid()}")
-    try:
-        os.mkdir(probe)
-    except OSError:
-        return False
-    try:
-        return all(os.path.exists(os.path.join(probe, f)) for f in files)
-    finally:
-        with contextlib.suppress(OSError):
-            os.rmdir(probe)
-
-
-def _find_cgroup() -> dict | None:
-    own = _own_groups()
-    base = "/sys/fs/cgroup"
-    if os.path.exists(os.path.join(base, "cgroup.controllers")) and "" in own:  # v2 alone
-        d = base + own[""]
-        return {"v2": d} if _usable(d, ("memory.max", "pids.max", "cgroup.procs")) else None
-    mem, pids = os.path.join(base, "memory"), os.path.join(base, "pids")
-    if "memory" in own and "pids" in own and os.path.isdir(mem) and os.path.isdir(pids):
-        m = os.path.normpath(mem + own["memory"])
-        p = os.path.normpath(pids + own["pids"])
-        # inside a container the group paths may be the host's: the mount's root is then this container's group
-        m = m if os.path.isdir(m) else mem
-        p = p if os.path.isdir(p) else pids
-        if _usable(m, ("memory.limit_in_bytes", "cgroup.procs")) and _usable(p, ("pids.max", "cgroup.procs")):
-            return {"memory": m, "pids": p}
-    return None
-
-
-_counter = [0]
-
-
-class Group:
-    """One executor's cgroup(s): the process is moved in before it runs any code under test; its children
-    follow it. ``kill`` ends every process in the group and removes it."""
-
-    def __init__(self, dirs: list[str], memory_dir: str | None, v2: bool):
-        self.dirs, self.memory_dir, self.v2 = dirs, memory_dir, v2
-        self.oom_before = self.oom_kills()
-
-    @classmethod
-    def make(cls, root: dict, memory_limit_gib) -> Group | None:
-        with _lock:
-            _counter[0] += 1
-            name = f"conformance-{os.getpid()}-{_counter[0]}"
-        limit = int(memory_limit_gib * 2 ** 30) if memory_limit_gib else None
-        made = []
-        try:
-            if "v2" in root:
-                d = os.path.join(root["v2"], name)
-                os.mkdir(d)
-                made.append(d)
-                _write(d, "pids.max", PIDS_MAX)
-                if limit:
-                    _write(d, "memory.max", limit)
-                    with contextlib.suppress(OSError):
-                        _write(d, "memory.swap.max", 0)
-                return cls(made, d, True)
-            m, p = os.path.join(root["memory"], name), os.path.join(root["pids"], name)
-            os.mkdir(m)
-            made.append(m)
-            os.mkdir(p)
-            made.append(p)
-            _write(p, "pids.max", PIDS_MAX)
-            if limit:
-                _write(m, "memory.limit_in_bytes", limit)
-                with contextlib.suppress(OSError):
-                    _write(m, "memory.memsw.limit_in_bytes", limit)
-            return cls(made, m, False)
-        except OSError:
-            for d in made:
-                with contextlib.suppress(OSError):
-                    os.rmdir(d)
-            return None
-
-    def add(self, pid: int) -> bool:
-        try:
-            for d in self.dirs:
-                _write(d, "cgroup.procs", pid)
-            return True
-        except OSError:
-            return False
-
-    def oom_kills(self) -> int:
-        """How many processes of the group the kernel killed for its memory limit so far."""
-        if not self.memory_dir:
-            return 0
-        name = "memory.events" if self.v2 else "memory.oom_control"
-        try:
-            with open(os.path.join(self.memory_dir, name)) as f:
-                for line in f:
-                    key, _, value = line.partition(" ")
-                    if key == "oom_kill":
-                        return int(value)
-        except (OSError, ValueError):
-            pass
-        return 0
-
-    @property
-    def ran_out_of_memory(self) -> bool:
-        return self.oom_kills() > self.oom_before
-
-    def pids(self) -> list[int]:
-        out = set()
-        for d in self.dirs:
-            with contextlib.suppress(OSError, ValueError):
-                with open(os.path.join(d, "cgroup.procs")) as f:
-                    out.update(int(x) for x in f.read().split())
-        return sorted(out)
-
-    def kill(self):
-        """Every process in the group ends (a process forking as it is killed is caught by the next pass)."""
-        if self.v2 and os.path.exists(os.path.join(self.dirs[0], "cgroup.kill")):
-            with contextlib.suppress(OSError):
-                _write(self.dirs[0], "cgroup.kill", 1)
-        ended = time.monotonic() + 10
-        while time.monotonic() < ended:
-            pids = self.pids()
-            if not pids:
-                break
-            for pid in pids:
-                with contextlib.suppress(OSError):
-                    os.kill(pid, signal.SIGKILL)
-            time.sleep(0.02)
-        for d in self.dirs:
-            for _ in range(50):
-                try:
-                    os.rmdir(d)
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:
-                    time.sleep(0.02)
-
-
-def _write(d: str, name: str, value) -> None:
-    with open(os.path.join(d, name), "w") as f:
-        f.write(str(value))
-
-
-# -- host pids -------------------------------------------------------------------------------------------
-def process_state(pid: int) -> str | None:
-    """The state letter of a process in /proc (R, S, D, Z, T stopped by a signal, t stopped by a tracer), or
-    None where there is no such process."""
-    return _stat_field(pid, 0)
-
-
-def _stat_field(pid: int, index: int) -> str | None:
-    """Field ``index`` of /proc/PID/stat after the command's name (0: the state, 19: the start time), or None where
-    there is no such process: the one reader of that file."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[index]
-    except (OSError, IndexError):
-        return None
-
-
-def _status(pid: int) -> dict:
-    out = {}
-    with contextlib.suppress(OSError):
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                out[key] = value.split()
-    return out
-
-
-def host_pid(parent: int, ns_pid: int | None = None, timeout: float = 5.0) -> int | None:
-    """The pid, as this process sees it, of a child of ``parent`` (a host pid) whose pid in its own namespace
-    is ``ns_pid`` (any child where None): an executor in a PID namespace says 1, or its zygote's number."""
-    ended = time.monotonic() + timeout
-    while True:
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            st = _status(int(entry))
-            if st.get("PPid") != [str(parent)]:
-                continue
-            if ns_pid is None or (st.get("NSpid") or [""])[-1] == str(ns_pid):
-                return int(entry)
-        if time.monotonic() >= ended:
-            return None
-        time.sleep(0.01)

@@ -296,7 +296,7 @@ def test_held_files_name_what_the_process_maps_or_reads_not_what_it_only_writes(
 
 
 def test_an_ignore_glob_matches_the_path_or_a_directory_above_it():
-    from layer_conformance.targets import ignored_by
+    from layer_conformance.changed import ignored_by
     assert ignored_by("mylayers/assets/w.bin", ["*.txt", "mylayers/assets/"]) == "mylayers/assets/"
     assert ignored_by("mylayers/assets/w.bin", ["mylayers/*.bin"]) == "mylayers/*.bin"   # `*` crosses `/`
     assert ignored_by("mylayers/w.bin", ["assets", "*.txt"]) is None
