@@ -99,9 +99,9 @@ def missing_dependency(exc: BaseException) -> str | None:
             f"fits the other packages")
 
 
-# the numpy aliases MXNet 1.9.1 uses and numpy 1.24 removed (layer_conformance.layerside.adapters.mxnet_shim.ALIASES)
+# the numpy aliases MXNet 1.9.1 uses and numpy 1.24 removed (layer_conformance.layerside.mxnet_shim.ALIASES)
 _NUMPY_ALIAS = re.compile(r"module 'numpy' has no attribute '(bool|int|float|complex|object|str)'")
-MXNET_SHIM = "from layer_conformance.layerside.adapters.mxnet_shim import apply; apply()"
+MXNET_SHIM = "from layer_conformance.layerside.mxnet_shim import apply; apply()"
 
 
 def _mxnet_without_shim(chain, frames) -> str | None:

@@ -1,8 +1,8 @@
 """The one registry of frameworks. Everything that names the frameworks takes the names from here.
 
-Importing this module imports no framework. To add a framework: an entry here and an adapter module
-``harness/layerside/adapters/<name>.py`` (see the README's list). The contract schema's framework names and
-export formats are filled in from here when it is loaded.
+Importing this module imports no framework. To add a framework: an entry here and an adapter folder
+``harness/layerside/<name>/`` with the same files as the others (docs/adding.md). The contract schema's framework
+names and export formats are filled in from here when it is loaded.
 """
 from __future__ import annotations
 

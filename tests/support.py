@@ -119,7 +119,7 @@ class RMSNorm(nnx.Module):
 ''',
     "mxnet": '''
 import numpy as np
-from layer_conformance.layerside.adapters.mxnet_shim import apply
+from layer_conformance.layerside.mxnet_shim import apply
 
 apply()  # the README's shim, before importing mxnet
 from mxnet import init

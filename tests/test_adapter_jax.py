@@ -4,7 +4,7 @@ import pytest
 
 pytest.importorskip("flax")
 
-from layer_conformance.layerside.adapters import get_adapter  # noqa: E402
+from layer_conformance.layerside import get_adapter  # noqa: E402
 from layer_conformance.contract import bundled_contracts, load_contract  # noqa: E402
 from layer_conformance.runner import check_all, context_for, run_check  # noqa: E402
 
@@ -252,7 +252,7 @@ def test_a_call_that_writes_state_writes_the_layer():
 
 
 def test_identical_calls_share_one_compiled_program():
-    from layer_conformance.layerside.adapters import jax as jax_adapter
+    from layer_conformance.layerside.jax import core as jax_adapter
     x = np.random.default_rng(0).normal(size=(7, 8)).astype(np.float32)  # a shape no other test uses
     before = len(jax_adapter._COMPILED)
     first = ADAPTER.call(ADAPTER.construct(RMSNorm, {"d": 8}), [x])

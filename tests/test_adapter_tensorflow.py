@@ -9,13 +9,13 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 keras = tf.keras
 
-from layer_conformance.layerside import adapters  # noqa: E402
+from layer_conformance import layerside  # noqa: E402
 from layer_conformance.reference_impls.tensorflow.rmsnorm import RMSNorm  # noqa: E402
 
 
 @pytest.fixture
 def adapter():
-    return adapters.get_adapter("tensorflow")
+    return layerside.get_adapter("tensorflow")
 
 
 @tf.custom_gradient
@@ -44,7 +44,7 @@ def _built(adapter, layer, shape=(4, 8)):
 
 
 def test_detects_custom_gradient_functions_and_keras_layers(adapter):
-    assert adapters.detect(user_ste) == "tensorflow"
+    assert layerside.detect(user_ste) == "tensorflow"
     assert adapter.owns(RMSNorm) and adapter.owns(RMSNorm())
     assert not adapter.owns(np.sum) and not adapter.owns(lambda x: x)
 

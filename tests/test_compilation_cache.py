@@ -51,7 +51,7 @@ def test_a_fresh_process_reads_the_compilations_of_its_target_only(session):
 def test_a_layer_that_moves_the_cache_is_put_back():
     import jax
 
-    from layer_conformance.layerside.adapters.jax import FrameworkAdapter
+    from layer_conformance.layerside.jax import FrameworkAdapter
     adapter = FrameworkAdapter()
     before = jax.config.jax_compilation_cache_dir
     saved = adapter.save_globals()

@@ -155,7 +155,7 @@ def test_a_gap_in_finiteness_under_the_compiler_gets_no_hint():
 def test_xla_generates_code_unoptimized_unless_xla_flags_set_the_level(monkeypatch):
     """The XLA compiler's cheap setting (LLVM -O0, the whole HLO pipeline) leaves a user's own level alone."""
     pytest.importorskip("tensorflow")
-    from layer_conformance.layerside.adapters import tensorflow as tf_adapter
+    from layer_conformance.layerside.tensorflow import compile as tf_adapter
     monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_use_thunk_runtime=true")
     tf_adapter._xla_backend_unoptimized()
     assert os.environ["XLA_FLAGS"] == "--xla_cpu_use_thunk_runtime=true --xla_backend_optimization_level=0"

@@ -136,7 +136,7 @@ def test_a_layer_that_raises_under_tf_function_is_not_also_said_to_recompile(tmp
 
 # the README's Gluon RMSNorm without the shim's two lines
 PLAIN_GLUON = USER_LAYERS["mxnet"].replace("apply()  # the README's shim, before importing mxnet\n", "").replace(
-    "from layer_conformance.layerside.adapters.mxnet_shim import apply\n", "")
+    "from layer_conformance.layerside.mxnet_shim import apply\n", "")
 
 
 @pytest.mark.skipif(not MXNET_PYTHON.exists(), reason="no .venv-mxnet here")
@@ -151,7 +151,7 @@ def test_mxnet_imported_without_the_shim_is_a_usage_error_that_names_it(tmp_path
     assert proc.returncode == 4, said[-3000:]
     assert "has no attribute 'RMSNorm'" not in said, said[-3000:]
     assert "module 'numpy' has no attribute 'bool'" in said, said[-3000:]
-    assert "from layer_conformance.layerside.adapters.mxnet_shim import apply; apply()" in said, said[-3000:]
+    assert "from layer_conformance.layerside.mxnet_shim import apply; apply()" in said, said[-3000:]
 
 
 # --- output files and counts ------------------------------------------------------------------------------------

@@ -170,7 +170,7 @@ def test_third_party_bindings_pass_every_check(tmp_path):
 def test_the_harness_error_instrument_names_harness_code_and_not_the_layer(tmp_path, monkeypatch):
     """What the zoo run's instrument writes: an exception from inside the harness (here the attribute walker
     handed no predicate), never one the code under test raised."""
-    from layer_conformance.layerside.adapters.walk import walk_attributes
+    from layer_conformance.layerside.common import walk_attributes
     from layer_conformance.errors import HARNESS_ERRORS_ENV, note_harness_error
     said = tmp_path / "harness-errors.txt"
     monkeypatch.setenv(HARNESS_ERRORS_ENV, str(said))

@@ -159,7 +159,7 @@ def test_a_fresh_executor_has_what_its_formats_load_already_imported(session, fr
     batch dimension's sympy modules) is imported once, in the zygote, not in every fresh executor."""
     pytest.importorskip(framework)
     import importlib
-    wanted = importlib.import_module(f"layer_conformance.layerside.adapters.{framework}").FrameworkAdapter.preloaded
+    wanted = importlib.import_module(f"layer_conformance.layerside.{framework}").FrameworkAdapter.preloaded
     assert wanted
     with session.fresh_adapter(framework) as fresh:
         missing = _eval(fresh._executor, f"[m for m in {list(wanted)!r} if m not in __import__('sys').modules]")
@@ -167,7 +167,7 @@ def test_a_fresh_executor_has_what_its_formats_load_already_imported(session, fr
 
 
 def test_a_preloaded_module_another_version_lacks_is_left_out(monkeypatch):
-    from layer_conformance.layerside.adapters.torch import FrameworkAdapter
+    from layer_conformance.layerside.torch import FrameworkAdapter
     from layer_conformance.layerside import server
     monkeypatch.setattr(FrameworkAdapter, "preloaded", ("no_such_module_in_any_torch", "json"))
     server._preload("torch")  # no error: the zygote starts without it
@@ -206,7 +206,7 @@ def test_the_zygote_imports_the_compilers_modules_while_it_waits(session):
     """After its first forks the zygote imports ``preloaded_when_idle`` (what a first torch.compile imports,
     0.7 s of each target's compiled check otherwise), so that a later target's executor has them; the
     executors forked before it are served at once and import what they need themselves."""
-    from layer_conformance.layerside.adapters.torch import FrameworkAdapter
+    from layer_conformance.layerside.torch import FrameworkAdapter
     wanted = list(FrameworkAdapter.preloaded_when_idle)
     assert wanted
     session.adapter("torch")

@@ -36,12 +36,12 @@ import types
 import zlib
 from operator import attrgetter, is_not, itemgetter
 
-# the harness modules whose code decides what an executor answers (with the framework's adapter module and
-# whatever else of layer_conformance.layerside.adapters is loaded)
+# the harness modules whose code decides what an executor answers (with the framework's adapter package, its area
+# modules and whatever else of the layer side and the protocol is loaded: ``LOADED``)
 MODULES = ("layer_conformance.layerside.server", "layer_conformance.layerside.fingerprint", "layer_conformance.wire",
            "layer_conformance.errors", "layer_conformance.record", "layer_conformance.binding",
-           "layer_conformance.layerside.adapters")
-ADAPTERS = "layer_conformance.layerside.adapters."
+           "layer_conformance.layerside", "layer_conformance.layerside.common", "layer_conformance.protocol")
+LOADED = ("layer_conformance.layerside.", "layer_conformance.protocol.")
 # what wire.py calls into besides its own code: numpy's .npy writer and reader
 LIBRARY = ("numpy.lib.format",)
 LIBRARY_NAMES = {"numpy": ("save", "load", "asarray", "ndarray", "generic", "object_", "dtype"), "io": ("BytesIO",)}
@@ -58,6 +58,7 @@ class Record:
         self.functions: list = []  # (label, function, code, digest, defaults, kwdefaults items, globals, cells)
         self.mros: list = []       # (label, class, mro)
         self.instances: list = []  # (label, object, class, shadowable names, {name: value bound on the instance})
+        self.absent: list = []     # (label, class namespace, name): a name the class inherits, not bound there
         self.seen: list = []       # changes seen between requests since the last ``ended``
         self.fast = None           # the same, as parallel tuples that ``_unchanged`` compares in C loops
 
@@ -74,7 +75,9 @@ class Record:
                      functions, tuple(f[2] for f in self.functions), tuple(f[4] for f in self.functions),
                      tuple(f[6] for f in self.functions),
                      tuple(f for f in self.functions if f[5] is not None or f[7]),
-                     tuple(c for _, c, _ in self.mros), tuple(m for _, _, m in self.mros))
+                     tuple(c for _, c, _ in self.mros), tuple(m for _, _, m in self.mros),
+                     tuple((space, tuple(n for _, s, n in self.absent if s is space))
+                           for space in {id(s): s for _, s, _ in self.absent}.values()))
         return self
 
 
@@ -86,7 +89,7 @@ def take(server) -> Record:
     if adapter is not None:
         names.append(type(adapter).__module__)
     for name in list(sys.modules):
-        if name.startswith(ADAPTERS) and name not in names:
+        if name.startswith(LOADED) and name not in names:
             names.append(name)
     for name in names:
         module = sys.modules.get(name)
@@ -119,9 +122,23 @@ def take(server) -> Record:
             _namespace(rec, "execnet", space, space.get("__name__"))
     rec.instances.append(_instance("the server", server))
     if adapter is not None:
+        _inherited(rec, type(adapter))
         rec.instances.append(_instance("the adapter", adapter))
         rec.bound.append(("the server's adapter", vars(server), "adapter", adapter))
     return rec.freeze()
+
+
+def _inherited(rec: Record, cls: type) -> None:
+    """The adapter is composed of classes (one per area, ``layerside/<framework>/``) and their protocols: a name
+    bound on one of them that a class after it in the MRO defines (``FrameworkAdapter.call = ...``) changes what
+    the adapter runs, so each harness class of the MRO is recorded without the names it inherits."""
+    own = [k for k in cls.__mro__ if k.__module__.startswith("layer_conformance.")]
+    names = {n for k in own for n in vars(k) if n not in ("__dict__", "__weakref__", "__doc__", "__module__",
+                                                          "__annotations__", "__qualname__")}
+    for k in own:
+        space = k.__dict__
+        for attr in sorted(names.difference(space)):
+            rec.absent.append((f"{k.__module__}.{k.__qualname__}.{attr}", space, attr))
 
 
 _CODE, _DEFAULTS, _GLOBALS, _MRO = (attrgetter(a) for a in ("__code__", "__defaults__", "__globals__", "__mro__"))
@@ -133,7 +150,7 @@ def _unchanged(rec: Record, deep: bool) -> bool:
     defaults too. Reading ``__code__``, ``__defaults__`` or ``__kwdefaults__`` raises an audit event, and the
     process that runs code under test has an audit hook (server.FileRecorder): reading them for every function
     after every request cost 0.6 ms a request, so that is done at the end of the check."""
-    names, modules, spaces, functions, codes, defaults, globs, others, classes, mros = rec.fast
+    names, modules, spaces, functions, codes, defaults, globs, others, classes, mros, absent = rec.fast
     get = sys.modules.get
     if any(map(is_not, map(get, names), modules)):
         return False
@@ -145,6 +162,9 @@ def _unchanged(rec: Record, deep: bool) -> bool:
         return False
     if any(map(is_not, map(_MRO, classes), mros)):
         return False
+    for space, attrs in absent:
+        if any(map(space.__contains__, attrs)):
+            return False
     # a function's __globals__ is read-only (only native code changes it): looked at with the code
     if deep and (any(map(is_not, map(_CODE, functions), codes)) or any(map(is_not, map(_DEFAULTS, functions),
                                                                              defaults))
@@ -288,6 +308,9 @@ def changes(rec: Record | None, full: bool = False) -> list[str]:
         now = space.get(attr, _EMPTY)
         if now is not value:
             out.append(f"{label} deleted" if now is _EMPTY else f"{label} replaced ({_what(now)})")
+    for label, space, attr in rec.absent:
+        if attr in space:
+            out.append(f"{label} replaced ({_what(space[attr])})")
     for label, f, code, digest, defaults, kw, glob, cells in rec.functions:
         if f.__code__ is not code:
             out.append(f"{label}: its code replaced ({_where(f.__code__)})")

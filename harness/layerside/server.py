@@ -16,32 +16,19 @@ import importlib.util
 import os
 import sys
 import threading
-import time
 
 from .. import binding, wire
 from . import fingerprint as own_code
+from .files import FileRecorder, _held_files  # noqa: F401  (_held_files: tests reach it here)
+# the zygote's part (serve_warm: boundary/warm.py's entry names it here)
+from .zygote import (IDLE_WAIT, _fork_listening, _import_idle, _import_or_call, _preload, _when_idle,  # noqa: F401
+                     exit_status, serve_warm)
 
 
 def _settle(adapter):
     """Import, or call, what the adapter's ``settled_by`` names: the framework's own first-use patches, made
     before the fingerprint so that only the code under test can change it."""
     _import_or_call(getattr(adapter, "settled_by", ()))
-
-
-def _import_or_call(entries, missing_ok=False) -> None:
-    """Each entry ``module`` imported, or ``module:attr.attr`` imported and called."""
-    for entry in entries:
-        name, _, attr = entry.partition(":")
-        try:
-            obj = importlib.import_module(name)
-        except ModuleNotFoundError:
-            if missing_ok:
-                continue
-            raise
-        if attr:
-            for part in attr.split("."):
-                obj = getattr(obj, part)
-            obj()
 
 
 # The frameworks' own switches for their C++ logs below warning level (TensorFlow's, and XLA's in TensorFlow
@@ -53,7 +40,7 @@ QUIET_LOGS = {"TF_CPP_MIN_LOG_LEVEL": "1"}
 def _quiet(stderr_file: str | None) -> None:
     """Before any framework loads: its logs below warning level off, and this process's stderr (file
     descriptor 2, which C++ logs write to as well) into the judge's file, which the judge reads back bounded
-    per check (client.StderrTail). Nothing an executor writes floods the terminal."""
+    per check (boundary.stderr.StderrTail). Nothing an executor writes floods the terminal."""
     for name, value in QUIET_LOGS.items():
         os.environ.setdefault(name, value)
     if stderr_file:
@@ -72,194 +59,6 @@ def _no_tqdm_monitor():
         return
     import tqdm
     tqdm.tqdm.monitor_interval = 0
-
-
-FILES_CAP = 10_000  # the most files an executor reports (what --changed-since compares a baseline's run by)
-_WRITES = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
-
-
-class FileRecorder:
-    """The files the code under test loads (modules it imports, data it opens), seen by an audit hook (PEP 578)
-    while ``on``: what --changed-since later selects a binding by (targets.select_changed), so that a dynamic
-    import, a data file or a symbolic link is seen as well as a static import. The Python installation's own
-    files, the harness's and the system's pseudo-files are left out; so is a file this process wrote before it
-    read it (a temporary file of a check). A hostile layer can fake or hide events: only a baseline's (trusted)
-    run is read back."""
-
-    def __init__(self):
-        self.on = False
-        self.raw: dict = {}        # absolute path -> None, in the order seen (not yet checked)
-        self.names: set = set()    # modules imported (an import from a cached .pyc opens no .py)
-        self.written: set = set()
-        self.files: dict = {}      # reported or to report: path -> None
-        self.reported = 0
-        self.truncated = False
-        self.skip = _installation_dirs()
-        self.system = _system_dirs()
-        sys.addaudithook(self.hook)
-
-    def hook(self, event, args):
-        if not self.on or (event != "open" and event != "import"):
-            return
-        try:  # an audit hook that raises fails the call it audits: never
-            if event == "import":
-                if len(self.names) < FILES_CAP:
-                    self.names.add(args[0])
-                return
-            path, mode, flags = args[0], args[1], args[2]
-            if isinstance(path, bytes):
-                path = os.fsdecode(path)
-            if not isinstance(path, str):
-                return  # a file descriptor
-            path = os.path.abspath(path)
-            if path.startswith(self.skip):
-                return
-            if (any(c in mode for c in "wax+") if isinstance(mode, str) else bool((flags or 0) & _WRITES)):
-                if path not in self.raw and len(self.written) < FILES_CAP:
-                    self.written.add(path)
-            elif path not in self.written and path not in self.raw:
-                if len(self.raw) < FILES_CAP:
-                    self.raw[path] = None
-                else:
-                    self.truncated = True
-        except Exception:
-            pass
-
-    def note_held(self) -> None:
-        """Count the files this process maps or holds open now (/proc/self/maps, /proc/self/fd) as seen: what
-        native code reads raises no audit event (safetensors' and torch.from_file's mmap, a file a C library
-        keeps open). The system's and the installation's files (shared libraries) and files open for writing
-        only are left out, as are, later, the judge's temporary files (plugin._loaded_table)."""
-        on, self.on = self.on, False  # what this reads is the harness's
-        try:
-            for path in _held_files():
-                if path.startswith(self.skip) or path.startswith(self.system) or path in self.written \
-                        or path in self.raw:
-                    continue
-                if len(self.raw) >= FILES_CAP:
-                    self.truncated = True
-                    break
-                self.raw[path] = None
-        except Exception:
-            pass
-        finally:
-            self.on = on
-
-    def take(self) -> dict:
-        """The files seen since the last ``take`` (a path and, where a symbolic link leads elsewhere, its
-        target), those mapped or open now among them (note_held), and whether the list was cut at FILES_CAP."""
-        self.note_held()
-        on, self.on = self.on, False  # what this reads is the harness's
-        try:
-            raw, self.raw = list(self.raw), {}
-            names, self.names = list(self.names), set()
-            for name in names:
-                module = sys.modules.get(name)
-                try:
-                    file = getattr(module, "__file__", None) if module is not None else None
-                except Exception:
-                    file = None
-                if isinstance(file, str):
-                    raw.append(os.path.abspath(file))
-            for path in raw:
-                if path.endswith(".pyc") and "__pycache__" in path:
-                    try:
-                        source = importlib.util.source_from_cache(path)
-                    except ValueError:
-                        source = None
-                    if source and os.path.isfile(source):
-                        path = source
-                if path.startswith(self.skip) or not os.path.isfile(path) or _metadata(path):
-                    continue  # directories, paths that never existed or are gone, packages' metadata
-                for f in (path, os.path.realpath(path)):
-                    if f not in self.files and not f.startswith(self.skip):
-                        if len(self.files) >= FILES_CAP:
-                            self.truncated = True
-                            break
-                        self.files[f] = None
-            new = list(self.files)[self.reported:]
-            self.reported = len(self.files)
-            return {"files": new, "files_truncated": self.truncated}
-        finally:
-            self.on = on
-
-
-def _held_files() -> list[str]:
-    """The files this process maps (/proc/self/maps) or holds open for reading (/proc/self/fd), absolute paths in
-    the order found; Linux only (elsewhere none)."""
-    out: dict = {}
-    try:
-        with open("/proc/self/maps", "rb") as f:
-            for line in f:
-                parts = line.rstrip(b"\n").split(None, 5)  # address perms offset dev inode [path]
-                if len(parts) == 6 and parts[5].startswith(b"/"):
-                    out[os.fsdecode(parts[5])] = None
-    except OSError:
-        pass
-    try:
-        fds = os.listdir("/proc/self/fd")
-    except OSError:
-        fds = []
-    for fd in fds:
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-            with open(f"/proc/self/fdinfo/{fd}") as f:
-                flags = next((int(line.split()[1], 8) for line in f if line.startswith("flags:")), 0)
-        except (OSError, ValueError, IndexError):
-            continue  # closed meanwhile (this listing's own descriptor)
-        if target.startswith("/") and flags & os.O_ACCMODE != os.O_WRONLY:  # written only: a log, not an input
-            out[target] = None
-    return list(out)
-
-
-# the system's own files (shared libraries, locale and time zone data, configuration): any process maps or opens some
-_SYSTEM_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/usr/bin", "/usr/sbin", "/usr/lib",
-                "/usr/lib32", "/usr/lib64", "/usr/libx32", "/usr/local/lib", "/usr/share", "/etc", "/nix/store")
-
-
-def _system_dirs() -> tuple:
-    """_SYSTEM_DIRS, each ending with a separator, but those that hold the project (the current directory)."""
-    cwd = os.getcwd() + os.sep
-    out = set()
-    for d in _SYSTEM_DIRS:
-        for p in (d, os.path.realpath(d)):
-            if not cwd.startswith(p + os.sep):
-                out.add(p + os.sep)
-    return tuple(sorted(out))
-
-
-def _metadata(path: str) -> bool:
-    """A file of an installed distribution's metadata (entry points a framework looks up), wherever it lies."""
-    return any(part.endswith((".dist-info", ".egg-info")) for part in path.split(os.sep)[:-1])
-
-
-def _installation_dirs() -> tuple:
-    """Where the Python installation, its packages and the harness live, and the pseudo-filesystems: no file
-    there is a user's (each ends with a separator)."""
-    import site
-    import sysconfig
-    dirs = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
-    try:
-        dirs.update(site.getsitepackages() + [site.getusersitepackages()])
-    except Exception:  # an old virtualenv's site module
-        pass
-    for entry in sys.path:
-        parts = entry.split(os.sep)
-        for i, part in enumerate(parts):
-            if part in ("site-packages", "dist-packages"):
-                dirs.add(os.sep.join(parts[:i + 1]))
-    cwd = os.getcwd()
-    for d in list(dirs):
-        if not d or os.path.abspath(d) == os.sep or (cwd + os.sep).startswith(os.path.abspath(d) + os.sep):
-            # a prefix holding the project itself (a Python at /, a project under /usr/local): its libraries only
-            dirs.discard(d)
-            dirs.update(sysconfig.get_paths().get(k, "") for k in ("stdlib", "platstdlib", "purelib", "platlib"))
-    dirs.add(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness package
-    out = {"/proc/", "/sys/", "/dev/"}
-    for d in dirs:
-        if d and os.path.abspath(d) != os.sep:
-            out.update(p.rstrip(os.sep) + os.sep for p in (os.path.abspath(d), os.path.realpath(d)))
-    return tuple(sorted(out))
 
 
 def _own_path_first(user_path: list, cwd: str | None) -> None:
@@ -327,7 +126,7 @@ class Server:
             # an op has thread pools, and a fork keeps only the forking thread)
             _preload(self.framework)
         elif self.framework:
-            from layer_conformance.layerside.adapters import get_adapter  # an adapter module prepares its framework's import
+            from layer_conformance.layerside import get_adapter  # an adapter package prepares its framework's import
             self.adapter = get_adapter(self.framework)
             if config.get("role") == "layer":
                 # modules that replace the framework's own functions when first imported (torch._dynamo
@@ -489,7 +288,7 @@ class Server:
 
     def op_detect(self, spec: str):
         """The framework a ``module:attr`` belongs to, among those the import brought in."""
-        from layer_conformance.layerside.adapters import detect
+        from layer_conformance.layerside import detect
         obj = _resolve(spec)
         module = sys.modules.get(spec.split(":", 1)[0])
         found = detect(obj)
@@ -532,20 +331,7 @@ class Server:
         while it runs past ``wait`` seconds, or for a pid that is not its child."""
         if self.role != "zygote":
             raise RuntimeError("only the zygote has forked children")
-        ends = time.monotonic() + wait
-        while pid not in _ENDED:
-            try:
-                got, status = os.waitpid(pid, os.WNOHANG)
-            except ChildProcessError:
-                return None
-            if got:
-                _ENDED[pid] = status
-            elif time.monotonic() > ends:
-                return None
-            else:
-                time.sleep(0.02)
-        status = _ENDED.pop(pid)
-        return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+        return exit_status(pid, wait)
 
     def op_begin_check(self):
         self.check_globals = self._globals()
@@ -681,56 +467,6 @@ def _no_core_dumps() -> None:
         pass
 
 
-FORKED_ACCEPT_TIMEOUT = 60.0  # seconds a forked executor waits for the judge before it gives up
-
-
-def _preload(framework: str) -> None:
-    """The zygote's imports: the adapter module (which imports the framework) and the framework modules
-    its formats' loaders import on first use (``Adapter.preloaded``: torch.export.load pulls in sympy
-    and Dynamo, 1.6 s), so that a forked executor does not import them again for every check."""
-    module = importlib.import_module(f"layer_conformance.layerside.adapters.{framework}")
-    # a module another version of the framework lacks: its executors import what they need then
-    _import_or_call(getattr(module.FrameworkAdapter, "preloaded", ()), missing_ok=True)
-    # the wire's bfloat16 (harness/wire.py): up to 0.5 s of its own import (ml_dtypes 0.7), once per run rather
-    # than once per target in every forked process that meets a bfloat16 array (JAX and TensorFlow import it anyway)
-    _import_or_call(["ml_dtypes"], missing_ok=True)
-
-
-IDLE_WAIT = 0.05  # seconds without a request after which the zygote imports its next module
-
-
-def _when_idle(framework: str) -> list:
-    """(The zygote.) What it imports while no request waits: ``Adapter.preloaded_when_idle``."""
-    module = sys.modules.get(f"layer_conformance.layerside.adapters.{framework}")
-    return list(getattr(getattr(module, "FrameworkAdapter", None), "preloaded_when_idle", ()))
-
-
-def _import_idle(name: str) -> None:
-    """One module, imported only as a saving: one that fails (another version of the framework lacks it, or
-    it needs a library not installed) is left to the processes that need it, and is no error here."""
-    try:
-        importlib.import_module(name)
-    except Exception:
-        pass
-
-
-_ENDED: dict = {}  # (the zygote) pid -> wait status of children collected before the judge asked how they ended
-
-
-def _reap() -> None:
-    """Collect the zygote's ended children, keeping how each ended for the judge (``op_exit_status``)."""
-    while True:
-        try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-        if len(_ENDED) > 4096:
-            _ENDED.pop(next(iter(_ENDED)))
-        _ENDED[pid] = status
-
-
 def _sandbox_seen(told: str | None) -> dict:
     """The sandbox this process finds itself in: what the judge said, and what it sees (its pid, whether its
     working directory is writable, whether it has a network beyond a loopback)."""
@@ -747,126 +483,6 @@ def _sandbox_seen(told: str | None) -> dict:
     return out
 
 
-def _leave_network() -> None:
-    """(A process forked by the zygote, holding the judge's connection.) A user and network namespace of its
-    own: no network but a loopback that is down; the connection made before stays open."""
-    import ctypes
-    libc = ctypes.CDLL(None, use_errno=True)
-    CLONE_NEWUSER, CLONE_NEWNET = 0x10000000, 0x40000000
-    uid, gid = os.geteuid(), os.getegid()
-    if libc.unshare(CLONE_NEWUSER | CLONE_NEWNET) != 0:
-        return  # the hello's `network` says what it kept
-    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
-        try:
-            with open(f"/proc/self/{name}", "w") as f:
-                f.write(text)
-        except OSError:
-            pass
-
-
-def _fork_listening(token: str, channel, isolate: bool = False) -> dict:
-    """A child of this process that listens on a loopback port for one execnet socket gateway whose
-    bootstrap carries ``token``, and serves it; {"pid", "port"}. The child never returns here."""
-    import socket
-    _reap()
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(8)
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            _serve_forked(listener, token, channel, isolate)
-            code = 0
-        finally:
-            os._exit(code)  # never back into the parent's loop, nor its atexit handlers
-    port = listener.getsockname()[1]
-    listener.close()
-    return {"pid": pid, "port": port}
-
-
-def _serve_forked(listener, token: str, zygote_channel, isolate: bool = False) -> None:
-    """In the forked child: leave the zygote's pipes alone, take the judge's connection, serve it."""
-    io = getattr(getattr(zygote_channel, "gateway", None), "_io", None)
-    null = os.open(os.devnull, os.O_RDWR)
-    # pipes (a process the judge started) or a socket (a zygote kept between runs)
-    for f in (getattr(io, "infile", None), getattr(io, "outfile", None), getattr(io, "sock", None)):
-        try:
-            os.dup2(null, f.fileno())  # the zygote's line to the judge: nothing here may write to it
-        except (AttributeError, OSError, ValueError):
-            pass
-    if _WARM_LISTENER is not None:
-        _WARM_LISTENER.close()  # a kept zygote's door to later judges: never open to the code under test
-    conn, address_line = _accept_with(listener, token, FORKED_ACCEPT_TIMEOUT)
-    listener.close()
-    if conn is None:
-        return
-    if isolate:
-        _leave_network()  # a sandboxed run: the zygote's network was for this connection only
-    _exec_bootstrap(conn, address_line)
-
-
 def serve(channel):
     config = channel.receive()
     Server(channel, config).loop()
-
-
-_WARM_LISTENER = None  # (a kept zygote) the socket judges connect to: closed in every process it forks
-
-
-def serve_warm() -> None:
-    """(A zygote kept between runs, boundary/warm.py.) Read {"token", "idle_s"} on stdin, listen on a loopback
-    port and say it on stdout; then serve each judge that connects with the token, one at a time, as the zygote
-    of its run (``serve``: the first one's config imports the framework), until ``idle_s`` pass without one."""
-    import json
-    import socket
-    global _WARM_LISTENER
-    told = json.loads(sys.stdin.readline())
-    listener = _WARM_LISTENER = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(8)
-    sys.stdout.write(json.dumps({"port": listener.getsockname()[1]}) + "\n")
-    sys.stdout.flush()
-    null = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1):
-        os.dup2(null, fd)  # nothing more to say to the judge that started it, which may be gone
-    while True:
-        conn, address = _accept_with(listener, told["token"], told["idle_s"])
-        if conn is None:
-            return  # idle too long: the zygote ends, and its namespace with it
-        _exec_bootstrap(conn, address)  # returns when the judge closes its connection
-        _reap()
-
-
-def _accept_with(listener, token: str, timeout: float):
-    """The next connection whose execnet bootstrap line carries ``token``, and that line; (None, None) after
-    ``timeout`` seconds without one. A connection without the token is closed."""
-    import socket
-    ends = time.monotonic() + timeout
-    while True:
-        listener.settimeout(max(0.01, ends - time.monotonic()))
-        try:
-            conn, address = listener.accept()
-        except socket.timeout:
-            return None, None
-        conn.settimeout(FORKED_ACCEPT_TIMEOUT)
-        try:
-            with conn.makefile("rb") as f:
-                line = f.readline(1 << 24)  # execnet's bootstrap: the repr of its source, on one line
-        except OSError:
-            line = b""
-        if token.encode() in line:
-            conn.settimeout(None)
-            return conn, (address, line)
-        conn.close()
-
-
-def _exec_bootstrap(conn, address_line) -> None:
-    """Serve one execnet socket gateway on ``conn``: what execnet's own socketserver evals."""
-    import ast
-    address, line = address_line
-    source = ast.literal_eval(line.decode().rstrip())
-    try:
-        exec(compile(source, "<executor>", "exec"), {"clientsock": conn, "address": address})
-    finally:
-        conn.close()

@@ -1,4 +1,4 @@
-from layer_conformance.layerside.adapters.mxnet_shim import apply
+from layer_conformance.layerside.mxnet_shim import apply
 
 apply()  # before importing mxnet: it needs numpy's removed aliases
 from mxnet import autograd, nd  # noqa: E402

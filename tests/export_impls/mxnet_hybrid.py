@@ -1,5 +1,5 @@
 """A Gluon RMSNorm written as a HybridBlock: exportable (the bundled one is a Block, which is not)."""
-from layer_conformance.layerside.adapters.mxnet_shim import apply
+from layer_conformance.layerside.mxnet_shim import apply
 
 apply()
 from mxnet import init  # noqa: E402

@@ -8,7 +8,7 @@ import torch
 from tests.hostile.torch_hostile import _Base
 
 SERVER = "layer_conformance.layerside.server"
-ADAPTER = "layer_conformance.layerside.adapters.torch"
+ADAPTER = "layer_conformance.layerside.torch"
 
 
 def _halved(value):

@@ -14,7 +14,7 @@ import pytest
 from tests.support import ROOT, pytest_run
 
 ATTACKS = {
-    "ReplacesAdapterMethod": "layer_conformance.layerside.adapters.torch.FrameworkAdapter.call replaced (by "
+    "ReplacesAdapterMethod": "layer_conformance.layerside.torch.FrameworkAdapter.call replaced (by "
                              "ReplacesAdapterMethod.patch.<locals>.halving_call at ",
     "ReplacesWireEncode": "layer_conformance.wire.encode replaced (by ReplacesWireEncode.patch.<locals>.halving_encode at ",
     "ReplacesServerOp": "layer_conformance.layerside.server.Server.op_call replaced (by "
@@ -60,7 +60,7 @@ def _server():
     """A server object as a layer executor holds it (no channel, torch's adapter), without its start-up."""
     pytest.importorskip("torch")
     from layer_conformance.layerside import server
-    from layer_conformance.layerside.adapters import get_adapter
+    from layer_conformance.layerside import get_adapter
     s = server.Server.__new__(server.Server)
     s.adapter, s.channel, s.role = get_adapter("torch"), None, "layer"
     return s

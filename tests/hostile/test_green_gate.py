@@ -28,7 +28,7 @@ EPS_OUTSIDE = USER_LAYERS["torch"].replace(
 # the forward of the wrong layer, compiled as if it were the adapter's own code, says n/a outside float32
 FORGED_NA = EPS_OUTSIDE + '''
 
-import layer_conformance.layerside.adapters.torch as _adapter
+import layer_conformance.layerside.torch.core as _adapter
 from layer_conformance.record import NotApplicable
 
 _SOURCE = """

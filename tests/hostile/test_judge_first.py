@@ -132,11 +132,11 @@ def test_the_judge_imports_from_the_installation_only(tmp_path):
 
 def _lazy_imports() -> set[str]:
     """Every module a judge module imports inside a function (layerside/, the adapters and the executor's server,
-    runs elsewhere; adapters/ is its old import path, for users' layers)."""
+    runs elsewhere)."""
     names = set()
     for f in sorted(HARNESS.rglob("*.py")):
         rel = f.relative_to(HARNESS).as_posix()
-        if rel.startswith(("layerside/", "adapters/", "reference_impls/")) or rel in ("__main__.py", "cli.py"):
+        if rel.startswith(("layerside/", "reference_impls/")) or rel in ("__main__.py", "cli.py"):
             continue
         package = ["layer_conformance", *rel.split("/")[:-1]]
         for fn in ast.walk(ast.parse(f.read_text())):

@@ -24,8 +24,6 @@ SHARED = {TOP, f"{TOP}.frameworks", f"{TOP}.record", f"{TOP}.errors", f"{TOP}.bi
           f"{TOP}.protocol"}
 # the protocol: what the judge asks of the layer side, one module per area (standard library and wire only)
 PROTOCOL = f"{TOP}.protocol"
-# the shim's old import path, kept for users' layer modules (README): it imports the layer side, the judge never it
-ALIASES = {f"{TOP}.adapters", f"{TOP}.adapters.mxnet_shim"}
 
 
 def _modules(root: Path) -> dict[str, Path]:
@@ -79,7 +77,7 @@ def _side(module: str) -> str:
         return "layerside"
     if module.startswith(PROTOCOL + "."):
         return "shared"
-    return "shared" if module in SHARED else "alias" if module in ALIASES else "judge"
+    return "shared" if module in SHARED else "judge"
 
 
 def crossings(root: Path) -> list[str]:
@@ -90,9 +88,9 @@ def crossings(root: Path) -> list[str]:
         side = _side(module)
         for imported in sorted(_imports(module, path, set(modules))):
             to = _side(imported)
-            if side == "judge" and to in ("layerside", "alias"):
+            if side == "judge" and to == "layerside":
                 wrong.append(f"{module} -> {imported}: the judge imports what runs beside the layer")
-            elif side == "layerside" and to in ("judge", "alias"):
+            elif side == "layerside" and to == "judge":
                 wrong.append(f"{module} -> {imported}: the layer side imports the judge (only SHARED may be)")
             elif side == "shared" and to != "shared":
                 wrong.append(f"{module} -> {imported}: a shared module imports one side")
@@ -106,7 +104,7 @@ def test_no_import_crosses_the_boundary():
 
 def test_the_shared_set_is_what_the_layer_side_imports_and_no_more():
     modules = _modules(HARNESS)
-    assert SHARED - {TOP} <= set(modules) and ALIASES <= set(modules)
+    assert SHARED - {TOP} <= set(modules)
     used = {imported for module, path in modules.items() if _side(module) == "layerside"
             for imported in _imports(module, path, set(modules)) if _side(imported) == "shared"}
     used = {m for m in used if not m.startswith(PROTOCOL + ".")}  # the protocol's areas come with the package
@@ -172,5 +170,5 @@ def test_a_run_leaves_no_layer_side_module_in_the_judge(tmp_path):
     assert [r["outcome"] for r in json.loads(out.read_text())["results"]] == ["passed"]
     judge = json.loads((tmp_path / "judge_modules.json").read_text())
     assert "layer_conformance.boundary.client" in judge   # the judge's own list: it drove executors
-    beside = [m for m in judge if _side(m) in ("layerside", "alias")]
+    beside = [m for m in judge if _side(m) == "layerside"]
     assert not beside, f"the judge imported what runs beside the layer: {beside}"

@@ -1,6 +1,6 @@
 """Gluon HybridBlocks under hybridize(): a broken one, caught by the ``compiled`` check, and a correct
 one that passes it (tests/test_compiled.py)."""
-from layer_conformance.layerside.adapters.mxnet_shim import apply
+from layer_conformance.layerside.mxnet_shim import apply
 
 apply()  # before importing mxnet: it needs numpy's removed aliases
 from mxnet import autograd  # noqa: E402

@@ -1,6 +1,6 @@
 """Broken MXNet Gluon 1.9.1 implementations of the custom-function and exercise contracts, each
 breaking the contract's characteristic property; tests/test_mutants.py runs them."""
-from layer_conformance.layerside.adapters.mxnet_shim import apply
+from layer_conformance.layerside.mxnet_shim import apply
 
 apply()  # before importing mxnet: it needs numpy's removed aliases
 import numpy as np  # noqa: E402
@@ -414,6 +414,6 @@ MUTANTS += [
     # no MXNet mutant returns a gradient in the wrong dtype: autograd writes an input's gradient into the
     # buffer attach_grad allocated like the input (python/mxnet/ndarray/ndarray.py, attach_grad: zeros_like),
     # so a Function's float32 gradient for a float16 input arrives as float16 (tried: it does). None runs in
-    # bfloat16 either: MXNet 1.9.1 has no bfloat16 for Gluon layers (harness/layerside/adapters/mxnet.py, _NO_DTYPE:
+    # bfloat16 either: MXNet 1.9.1 has no bfloat16 for Gluon layers (harness/layerside/mxnet/core.py, _NO_DTYPE:
     # the bfloat16 target reads n/a).
 ]

@@ -1,5 +1,5 @@
 """Broken MXNet Gluon 1.9.1 layers, one per known mistake. Each is caught in tests/test_mutants.py."""
-from layer_conformance.layerside.adapters.mxnet_shim import apply
+from layer_conformance.layerside.mxnet_shim import apply
 
 apply()  # before importing mxnet: it needs numpy's removed aliases
 import numpy as np  # noqa: E402

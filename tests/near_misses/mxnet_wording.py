@@ -1,5 +1,5 @@
 """MXNet Gluon 1.9.1 layers and functions for tests/test_hints.py whose hints must speak Gluon's words."""
-from layer_conformance.layerside.adapters.mxnet_shim import apply
+from layer_conformance.layerside.mxnet_shim import apply
 
 apply()  # before importing mxnet: it needs numpy's removed aliases
 from mxnet import autograd, init, nd  # noqa: E402

@@ -1,5 +1,5 @@
 """Correct Gluon blocks that compute at a fixed precision (tests/test_zoo.py)."""
-from layer_conformance.layerside.adapters.mxnet_shim import apply
+from layer_conformance.layerside.mxnet_shim import apply
 
 apply()  # before importing mxnet: it needs numpy's removed aliases
 from mxnet import init, nd  # noqa: E402

@@ -1,4 +1,5 @@
-"""Attribute walking shared by adapters: finds state the framework does not know about."""
+"""Helpers every framework's adapter shares: attribute walking (state the framework does not know about) and the
+one-line account of what an abstract evaluation raised. Imports no framework."""
 from __future__ import annotations
 
 
@@ -40,3 +41,13 @@ def walk_attributes(root, is_state, children, describe, internal=frozenset(), ma
 
     visit(root, "", 0)
     return found
+
+
+def abstract_error(exc) -> str:
+    """What an abstract evaluation raised, in one line: the type, its message's lines (a Keras error's
+    first line only names the call), cut at 600 characters, and where in the user's code."""
+    from ..errors import unexpected_error
+    text = " ".join(line.strip() for line in unexpected_error(exc).splitlines() if line.strip())
+    cut = text.rfind(" (at ")
+    body, where = (text[:cut], text[cut:]) if cut > 0 and text.endswith(")") else (text, "")
+    return (body if len(body) <= 600 else body[:597] + "...") + where
