@@ -1,10 +1,13 @@
 """The contract's rules have one owner per section: every top-level key of the schema has its validator
 in ``SECTION_RULES``, run at load; a rule that the contract alone decides is reported at load (exit 3,
 file:line:field), never by a check while it runs; the frameworks' names come from their registry."""
+import json
+
 import pytest
 
-from layer_conformance import contract as contract_mod
-from layer_conformance.contract import SECTION_RULES, ContractError, schema
+from layer_conformance.contract import SCHEMA_PATH, SECTION_RULES, ContractError, schema
+from layer_conformance.contract.rules import _Rules
+from layer_conformance.contract.yaml_lines import _load_with_lines
 from layer_conformance.reference_check import load_checked, reference_names  # as a run loads a contract
 from layer_conformance.frameworks import FRAMEWORKS, Framework
 from tests.support import ROOT, pytest_run
@@ -41,11 +44,11 @@ def test_each_section_validator_reports_in_its_own_section():
     # every moved rule is reported by its section's validator alone, at the field it names
     for name, fld, fragment in MOVED:
         section = "dtypes" if fld.endswith(".dtypes") else fld.split(".")[0].split("[")[0]
-        data, lines, _, _ = contract_mod._load_with_lines((HOSTILE / f"{name}.yaml").read_text())
-        r = contract_mod._Rules(data, lines, 10 ** 6, reference_names)
+        data, lines, _, _ = _load_with_lines((HOSTILE / f"{name}.yaml").read_text())
+        r = _Rules(data, lines, 10 ** 6, reference_names)
         SECTION_RULES[section](r)
         assert any(p[1] == fld and fragment in p[2] for p in r.problems), (name, r.problems)
-        others = contract_mod._Rules(data, lines, 10 ** 6, reference_names)
+        others = _Rules(data, lines, 10 ** 6, reference_names)
         for key, rules in SECTION_RULES.items():
             if key != section:
                 rules(others)
@@ -82,7 +85,7 @@ def test_schema_takes_the_frameworks_names_and_export_formats_from_the_registry(
     for section in ("native", "frameworks"):
         assert s["properties"][section]["propertyNames"] == {"$ref": "#/$defs/framework"}
     # the file itself lists none: the registry is their one owner
-    raw = contract_mod.json.loads(contract_mod.SCHEMA_PATH.read_text())
+    raw = json.loads(SCHEMA_PATH.read_text())
     assert raw["$defs"]["framework"]["enum"] == [] and raw["$defs"]["export_format"]["enum"] == []
     monkeypatch.setitem(FRAMEWORKS, "paddle", Framework("paddle", "paddle", ("paddlepaddle",), ("paddle.jit",)))
     s = schema()
