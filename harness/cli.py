@@ -20,7 +20,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .exitcodes import EXIT_OK, EXIT_USAGE
+from .exitcodes import EXIT_USAGE, exit_status
 
 
 class _Parser(argparse.ArgumentParser):
@@ -72,7 +72,7 @@ def _merge(args) -> int:
         print(html.write(Result(verdict=judged, records=judged.records, document=doc, baseline=baseline,
                                 baseline_name=args.baseline), args.html))
     if not (args.gate or baseline):
-        return EXIT_OK
+        return exit_status(None)   # merged, not gated: no verdict decides it
     if comparison is not None:
         # every baseline check counts: a shard whose results are missing shows as checks no longer run
         print(f"baseline {args.baseline}: {comparison.summary()}")
@@ -86,7 +86,7 @@ def _merge(args) -> int:
         print(f"  XPASS(strict): {r.describe()}: expected to fail, now passes")
     for text, _ in judged.lines():
         print(text)
-    return int(judged.exit_code)
+    return exit_status(judged.exit_code)   # the run's one exit function: the verdict decides it here
 
 
 def _summary(args) -> int:

@@ -1,4 +1,4 @@
-"""The conformance plugin's own hook, added to pytest by ``layer_conformance.plugin`` (``pytest_addhooks``)."""
+"""The conformance plugin's own hooks, added to pytest by ``layer_conformance.plugin`` (``pytest_addhooks``)."""
 from __future__ import annotations
 
 import pytest
@@ -15,3 +15,10 @@ def pytest_conformance_verdict(session, records, planned):
     pytest's exit status stands. The answer writes nothing into the run: the plugin makes the result every output
     reads from it (``layer_conformance.outputs.Result``).
     """
+
+
+@pytest.hookspec
+def pytest_conformance_planned(config, plan):
+    """The run's plan, once made, before any check runs: ``plan`` a ``layer_conformance.run.plan.Plan`` (node ids
+    of every check this run executes, the n/a records of those never collected). The collection phase makes it;
+    the running phase writes it to the journal beside the results file."""

@@ -110,16 +110,27 @@ class Record:
         if obj["outcome"] not in OUTCOMES:
             raise ValueError(f"record outcome {obj['outcome']!r} is not one of {', '.join(OUTCOMES)}")
         known = {f.name for f in dataclasses.fields(cls)} - {"extra"}
-        rec = cls(**{k: v for k, v in obj.items() if k in known})
-        rec.extra = {k: v for k, v in obj.items() if k not in known}
-        if rec.message is None:
-            rec.message = ""
-        return rec
+        fields = {k: v for k, v in obj.items() if k in known}
+        if fields.get("message") is None:
+            fields["message"] = ""
+        return make(**fields, extra={k: v for k, v in obj.items() if k not in known})
 
     @classmethod
     def coerce(cls, rec) -> "Record":
         """A record, or its JSON form (a results document's ``results`` entries)."""
         return rec if isinstance(rec, cls) else cls.from_json(rec)
+
+
+def make(**fields) -> Record:
+    """The one constructor of a record: every record the harness makes (a check's, an n/a the contract decides, a
+    lost or never-run check's, one read back from JSON) is made here (tests/meta_tests/test_one_exit.py)."""
+    return Record(**fields)
+
+
+def derived(record: Record, **changes) -> Record:
+    """A new record: ``record`` with ``changes`` (the verdict's conclusions: an excuse, a blocker not borne out);
+    the record itself never changes once its check has reported."""
+    return dataclasses.replace(record, **changes, extra=dict(record.extra))
 
 
 # C0 controls but tab and newline, DEL, C1 controls, and lone surrogates (which no UTF-8 stream can carry)

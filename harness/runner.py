@@ -50,92 +50,106 @@ def run_check(ctx: CheckContext, check: str, timeout: float | None = None) -> di
     The code under test runs in ``ctx.session``'s executors; the limits are enforced from outside (the
     executor is killed at the deadline).
     """
-    from .record import NotApplicable
-    from .checks.applicable import adapter_lacks, contract_says
-    from .boundary import CheckTimeout, ExecutorLost, RemoteError
     rec: dict = {"check": check}
     if timeout is None:
         timeout = ctx.contract.timeout or DEFAULT_TIMEOUT
     notes: list = list(ctx.notes)
     try:
-        if ctx.device == "cuda" and ctx.adapter.gpu_device not in ctx.adapter.devices():
-            rec.update(outcome="skipped", message=f"no CUDA device for {ctx.adapter.name} here",
-                       unavailable=True)
-            return rec
-        if ctx.device == "cuda" and check not in DEVICE_CHECKS:
-            # the other checks run on cpu; the cuda column is about movement and parity
-            rec.update(outcome="skipped", message="runs in the cpu column; the cuda column checks the "
-                                                  "move to the GPU and output parity with cpu")
-            return rec
-        # n/a, or checks.<id>.skip; then n/a where the framework's adapter lacks a method the check needs
-        said = contract_says(ctx.contract, check, ctx.adapter.name) or adapter_lacks(check, ctx.adapter)
+        said = _not_run_here(ctx, check)
         if said:
             rec.update(said)
             return rec
         with _isolation(ctx, notes, timeout):
-            try:
-                details = CHECKS[check](ctx)
-            except (CheckFailed, Exception) as exc:
-                if isinstance(exc, (CheckSkipped, NotApplicable, ExecutorLost)) or _out_of_memory(exc) \
-                        or getattr(exc, "origin", None) == "reference":
-                    raise
-                missing = missing_dependency(exc)
-                if missing is not None:  # the environment, not the layer: a usage error (exit 4)
-                    raise EnvironmentProblem(missing) from exc
-                # a symptom of a mistake another check names is reported as blocked by it
-                blocked = blocker_for(ctx, check, exc)
-                if blocked is None:
-                    if isinstance(exc, CheckFailed) and check in PER_DTYPE:
-                        attribute_precision(ctx, exc)  # which precision the layer computes at
-                    raise
-                raise blocked from exc
+            details = _checked(ctx, check)
         rec.update(outcome="passed", message="", details=_jsonable(details))
-    except EnvironmentProblem as exc:
-        rec.update(outcome="error", message=f"usage error: {exc}", usage_error=True)
-    except CheckBlocked as exc:
-        rec.update(outcome="blocked", message=exc.message, blocked_by=exc.by,
-                   details=_jsonable({"symptom": exc.symptom, **({"blocked_in_own_dtype": True}
-                                                                  if exc.in_own_dtype else {})}))
-    except CheckTimeout as exc:
-        # an executor killed at the deadline says where it was from its own stack dump, if it gave one: the
-        # judge's wait is no place to name
-        where = exc.place or "(its executor was killed from outside)"
-        rec.update(outcome="error", message=f"{check} timed out after {timeout:g} s (per-check timeout; set "
-                                            f"`timeout:` in the contract or --check-timeout): the layer hung {where}")
-    except ExecutorLost as exc:
-        if exc.out_of_memory:
-            rec.update(outcome="error", message=f"the layer exhausted the memory limit (--memory-limit): {exc.message}")
-        else:
-            rec.update(outcome="error", message=f"{exc.message} while running {check}; the check is lost, "
-                                                f"a fresh executor runs the next one")
-    except NotApplicable as exc:  # the one n/a: its one record form (layer_conformance.record.NotApplicable)
-        refused = na_accepted(check, exc.code, ctx.adapter.name)
-        if refused is None:
-            rec.update(outcome="skipped", message=exc.reason, not_applicable=True, na_source=na_source(exc),
-                       details={"na_reason": exc.code})
-        else:   # n/a is the catalogue's word, not the code under test's: any other reason is the check's failure
-            rec.update(outcome="failed", message=f"{check} came to 'not applicable' ({exc.reason}) for a reason it "
-                                                f"does not accept: {refused}")
-    except CheckSkipped as exc:   # a skip that is not n/a (see checks.base)
-        rec.update(outcome="skipped", message=exc.reason)
-    except CheckFailed as exc:
-        rec.update(outcome="failed", message=exc.message, details=_jsonable(exc.details))
-    except RemoteError as exc:
-        if exc.origin == "reference":
-            rec.update(outcome="error", message=f"the contract's reference raised {exc.remote_text}: a contract "
-                                                f"problem, not the layer's")
-        elif _out_of_memory(exc):
-            rec.update(outcome="error", message=f"the layer exhausted the memory limit (--memory-limit): "
-                                                f"{exc.remote_text}")
-        else:  # the layer raised: the check fails at the layer's point of failure
-            rec.update(outcome="failed", message=exc.remote_text)
-    except Exception as exc:  # a check's own code raised on what the layer gave back (in the judge)
-        rec.update(outcome="failed", message=unexpected_error(exc))
+    except (CheckFailed, Exception) as exc:
+        rec.update(_outcome_of(exc, ctx, check, timeout))
     if notes:
         rec.setdefault("details", {})["global_state"] = notes
     if rec.get("outcome") in ("failed", "error") and not rec.get("usage_error") and ctx.session.stderr_tail:
         rec.setdefault("details", {})["stderr_tail"] = ctx.session.stderr_tail  # kept out of the terminal
     return rec
+
+
+def _not_run_here(ctx: CheckContext, check: str) -> dict | None:
+    """The record's verdict where the check does not run on this target (no CUDA device, the cpu column's, the
+    contract's n/a or skip), else None."""
+    from .checks.applicable import contract_says
+    if ctx.device == "cuda" and ctx.adapter.gpu_device not in ctx.adapter.devices():
+        return dict(outcome="skipped", message=f"no CUDA device for {ctx.adapter.name} here", unavailable=True)
+    if ctx.device == "cuda" and check not in DEVICE_CHECKS:
+        # the other checks run on cpu; the cuda column is about movement and parity
+        return dict(outcome="skipped", message="runs in the cpu column; the cuda column checks the "
+                                               "move to the GPU and output parity with cpu")
+    return contract_says(ctx.contract, check, ctx.adapter.name) or None  # n/a, or checks.<id>.skip
+
+
+def _checked(ctx: CheckContext, check: str):
+    """The check's details; what it raised, told: the environment's problem, a symptom of a mistake another check
+    names (blocked), or the check's own failure (its precision attributed where it runs per dtype)."""
+    from .record import NotApplicable
+    from .boundary import ExecutorLost
+    try:
+        return CHECKS[check](ctx)
+    except (CheckFailed, Exception) as exc:
+        if isinstance(exc, (CheckSkipped, NotApplicable, ExecutorLost)) or _out_of_memory(exc) \
+                or getattr(exc, "origin", None) == "reference":
+            raise
+        missing = missing_dependency(exc)
+        if missing is not None:  # the environment, not the layer: a usage error (exit 4)
+            raise EnvironmentProblem(missing) from exc
+        # a symptom of a mistake another check names is reported as blocked by it
+        blocked = blocker_for(ctx, check, exc)
+        if blocked is None:
+            if isinstance(exc, CheckFailed) and check in PER_DTYPE:
+                attribute_precision(ctx, exc)  # which precision the layer computes at
+            raise
+        raise blocked from exc
+
+
+def _outcome_of(exc: BaseException, ctx: CheckContext, check: str, timeout: float) -> dict:
+    """The record's verdict from what the check raised."""
+    from .record import NotApplicable
+    from .boundary import CheckTimeout, ExecutorLost, RemoteError
+    if isinstance(exc, EnvironmentProblem):
+        return dict(outcome="error", message=f"usage error: {exc}", usage_error=True)
+    if isinstance(exc, CheckBlocked):
+        return dict(outcome="blocked", message=exc.message, blocked_by=exc.by,
+                    details=_jsonable({"symptom": exc.symptom, **({"blocked_in_own_dtype": True}
+                                                                   if exc.in_own_dtype else {})}))
+    if isinstance(exc, CheckTimeout):
+        # an executor killed at the deadline says where it was from its own stack dump, if it gave one: the
+        # judge's wait is no place to name
+        where = exc.place or "(its executor was killed from outside)"
+        return dict(outcome="error", message=f"{check} timed out after {timeout:g} s (per-check timeout; set "
+                                             f"`timeout:` in the contract or --check-timeout): the layer hung {where}")
+    if isinstance(exc, ExecutorLost):
+        if exc.out_of_memory:
+            return dict(outcome="error",
+                        message=f"the layer exhausted the memory limit (--memory-limit): {exc.message}")
+        return dict(outcome="error", message=f"{exc.message} while running {check}; the check is lost, "
+                                             f"a fresh executor runs the next one")
+    if isinstance(exc, NotApplicable):  # the one n/a: its one record form (layer_conformance.record.NotApplicable)
+        refused = na_accepted(check, exc.code, ctx.adapter.name)
+        if refused is None:
+            return dict(outcome="skipped", message=exc.reason, not_applicable=True, na_source=na_source(exc),
+                        details={"na_reason": exc.code})
+        # n/a is the catalogue's word, not the code under test's: any other reason is the check's failure
+        return dict(outcome="failed", message=f"{check} came to 'not applicable' ({exc.reason}) for a reason it "
+                                              f"does not accept: {refused}")
+    if isinstance(exc, CheckSkipped):   # a skip that is not n/a (see checks.base)
+        return dict(outcome="skipped", message=exc.reason)
+    if isinstance(exc, CheckFailed):
+        return dict(outcome="failed", message=exc.message, details=_jsonable(exc.details))
+    if isinstance(exc, RemoteError):
+        if exc.origin == "reference":
+            return dict(outcome="error", message=f"the contract's reference raised {exc.remote_text}: a contract "
+                                                 f"problem, not the layer's")
+        if _out_of_memory(exc):
+            return dict(outcome="error", message=f"the layer exhausted the memory limit (--memory-limit): "
+                                                 f"{exc.remote_text}")
+        return dict(outcome="failed", message=exc.remote_text)  # the layer raised: it fails at its point of failure
+    return dict(outcome="failed", message=unexpected_error(exc))  # a check's own code raised on the layer's answer
 
 
 @contextmanager

@@ -8,11 +8,10 @@ once the check reports, and the excuse an entry gives it is new data (``excused`
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 from .exitcodes import ExitCode
-from .record import KEY, Record, as_records
+from .record import KEY, Record, as_records, derived
 from .results import Comparison, compare
 
 
@@ -46,8 +45,8 @@ def settle(record: Record, lookup, *, complete: bool = True, elsewhere=None) -> 
            f"check is not verified" if blocker is None else f"{by} {blocker.status()}")
     details = {k: v for k, v in (record.details or {}).items() if k not in ("symptom", "blocked_in_own_dtype")}
     symptom = (record.details or {}).get("symptom") or record.message
-    return dataclasses.replace(record, outcome="failed", blocked_by="", details=details or None, extra=dict(record.extra),
-                               message=f"{symptom} (its own failure, not blocked: {why})")
+    return derived(record, outcome="failed", blocked_by="", details=details or None,
+                   message=f"{symptom} (its own failure, not blocked: {why})")
 
 
 def settled(records, elsewhere=None) -> list[Record]:
@@ -86,12 +85,12 @@ def excused(record: Record, expectations) -> Record:
     if record.expectation is None and record.status() == "n/a" and accepted_na(record, expectations):
         # the entry accepting an n/a travels with the record (a shard's results, judged again at the merge)
         exp = next(e for e in expectations if e.matches(record) and "skipped" in e.outcomes)
-        return dataclasses.replace(record, expectation=exp.as_record_note(), extra=dict(record.extra))
+        return derived(record, expectation=exp.as_record_note())
     said = None if record.expectation is not None else excuse(record, expectations)
     if said is None:
         return record
     what, exp = said
-    return dataclasses.replace(record, **{what: True}, expectation=exp.as_record_note(), extra=dict(record.extra))
+    return derived(record, **{what: True}, expectation=exp.as_record_note())
 
 
 def apply_expectations(records, expectations) -> list[Record]:

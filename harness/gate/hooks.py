@@ -2,7 +2,8 @@
 status) and said, the expectations file rewritten. The conformance plugin asks the gate once, at session finish
 (``pytest_conformance_verdict``, layer_conformance.hookspecs), and makes the result every output reads from the
 answer; the gate writes into no other plugin's state. The conformance plugin's run is read through its public
-accessors (``layer_conformance.plugin.current_run``, ``layer_conformance.plugin.option``)."""
+accessors (``layer_conformance.plugin.current_run``, ``layer_conformance.plugin.option``). The gate hands the
+verdict on; the run's exit status is set from it in one place (``layer_conformance.exitcodes.exit_status``)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from .. import results
-from ..exitcodes import EXIT_FAILED, EXIT_OK
+from ..exitcodes import verdict_decides
 from ..outputs import Judgement
 from ..plugin import blocker_nodeid, current_run, option, run_deselected
 from ..record import Record
@@ -233,8 +234,7 @@ def pytest_conformance_verdict(session, records, planned):
         recorded = load_expectations(gate.expectations_path, gate.allow_glob)
     # a --changed-since run that selected nothing collects nothing (pytest's 5); it is still gated:
     # against the baseline (a removed binding), and its summary says why nothing was selected
-    nothing_selected = (selection is not None and not run.targets
-                        and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED)
+    nothing_selected = run.selected_nothing and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED
     judged = _verdict(gate, run, config, records, planned, recorded)
     if gate.expectations:
         _expectations_lines(gate, judged, say)
@@ -244,16 +244,15 @@ def pytest_conformance_verdict(session, records, planned):
         say(("gate: this run's failures are recorded as expected; they do not fail it", {}))
     if judged.comparison is not None:
         _baseline_lines(gate, judged.comparison, say)
-    exit_code = None
-    # pytest's own status stands where it is no 0 or 1 (interrupted, a broken contract, a usage error)
-    if session.exitstatus in (EXIT_OK, EXIT_FAILED) or nothing_selected:
-        exit_code = int(judged.exit_code)
+    # pytest's own status stands where it is no 0 or 1 (interrupted, a broken contract, a usage error): the
+    # verdict's lines are said where its code is the run's (exitcodes.exit_status decides it from the same facts)
+    if verdict_decides(session.exitstatus, run.selected_nothing):
         if nothing_selected and judged.passed:
             say(("gate: no layer to check: exit 0 (the lines above say why no changed file selects a binding)",
                  {"green": True}))
         elif lines or judged.layer_na:   # a plain run (no gate option, no n/a to list) keeps pytest's own summary
             lines += judged.lines()
-    return Judgement(verdict=judged, exit_code=exit_code, lines=tuple(lines), baseline=gate.baseline,
+    return Judgement(verdict=judged, exit_code=judged.exit_code, lines=tuple(lines), baseline=gate.baseline,
                      baseline_name=gate.baseline_path, expectations_added=added)
 
 

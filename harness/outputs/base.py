@@ -27,7 +27,7 @@ class Judgement:
     """The answer to ``pytest_conformance_verdict`` (layer_conformance.hookspecs): the gate's verdict and what goes
     with it. Nothing in it is written into the run: the plugin makes the ``Result`` from it."""
     verdict: Verdict
-    exit_code: int | None = None            # the run's exit status (None: pytest's own stands)
+    exit_code: int | None = None            # the verdict's code (None: pytest's own stands): exitcodes.exit_status
     lines: tuple = ()                       # the gate's terminal lines, (text, markup)
     baseline: dict | None = None            # the --baseline document (the HTML report shows the diff)
     baseline_name: str | None = None
