@@ -52,6 +52,9 @@ class CheckSpec:
     # hello does not list it), the check is n/a for that framework ("not_in_adapter"), said before it runs
     # (``checks.applicable.adapter_lacks``)
     needs: tuple[str, ...] = ()
+    # why the contract alone makes it n/a in a framework: ``(contract, framework) -> reason or None`` (None: it can
+    # run), decided before any framework is imported (``checks.applicable``); None: the contract never does
+    contract_na: Callable | None = None
 
     @property
     def function(self) -> Callable:
@@ -147,6 +150,42 @@ def na_accepted(check: str, code: str, framework: str) -> str | None:
     return None
 
 
+# --- what the contract alone makes n/a (``CheckSpec.contract_na``): read from a contract, importing nothing ---------
+
+def _function(why: str) -> Callable:
+    """n/a for a function contract (no layer, state or flag), with ``why``."""
+    return lambda c, fw: why if c.kind == "function" else None
+
+
+def _unless(declared: Callable, why: str, then: Callable | None = None) -> Callable:
+    """n/a with ``why`` where ``declared(contract)`` is false; else ``then``'s answer (None: it runs)."""
+    return lambda c, fw: why if not declared(c) else (then(c, fw) if then else None)
+
+
+def _section_says(section: str, prefix: str = "not applicable: ") -> Callable:
+    """n/a where the contract's ``section`` is ``{not_applicable: why}``."""
+    def said(c, fw):
+        why = getattr(c, section).not_applicable
+        return f"{prefix}{why}" if why else None
+    return said
+
+
+def _native(c, fw):
+    spec = c.native.get(fw)
+    if spec is None:
+        return f"the contract names no native {fw} layer"
+    return f"no native {fw} layer: {spec.none}" if spec.none is not None else None
+
+
+def _either(*rules: Callable) -> Callable:
+    """The first rule's reason."""
+    return lambda c, fw: next((why for rule in rules if (why := rule(c, fw))), None)
+
+
+_NOT_A_LAYER = _function("a function contract is not a layer")
+_NO_GRADIENT = _unless(lambda c: c.gradients.declared, "the contract declares no gradient")
+
+
 # Why these values: the layer must follow the framework's mode switch (``modes``) before its outputs can be
 # compared, and its outputs must be right (``values``) before what is derived from them (native parity,
 # gradients, forward-mode tangents, cross-device parity, properties of the outputs); second derivatives rest on
@@ -159,66 +198,93 @@ def na_accepted(check: str, code: str, framework: str) -> str | None:
 # compiled and export are not per dtype: they compare with the same layer run eagerly, in whatever dtype, so a dtype would add nothing but
 # their cost; together they take about as long as all the others, which leave a core idle (alongside).
 CATALOG: tuple[CheckSpec, ...] = (
-    CheckSpec("parameters", "state", needs=("optimizer_view",)),
-    CheckSpec("buffers", "state", needs=("vjp",)),
-    CheckSpec("composition", "registration", needs=("sequential",)),
+    CheckSpec("parameters", "state", needs=("optimizer_view",),
+              contract_na=_function("a function contract has no layer state")),
+    CheckSpec("buffers", "state", needs=("vjp",),
+              contract_na=_either(_function("a function contract has no layer state"),
+                                  _unless(lambda c: c.non_trainable, "the contract declares no non-trainable state"))),
+    CheckSpec("composition", "registration", needs=("sequential",),
+              contract_na=_NOT_A_LAYER),
     CheckSpec("serialization", "registration", needs=("round_trip",), prerequisites=("modes",),
-              blocks_because="the layer's state does not make a faithful fresh instance"),
-    CheckSpec("devices", "registration", needs=("devices",), device_column=True, prerequisites=("modes",)),
-    CheckSpec("device_parity", "registration", needs=("devices", "vjp"), device_column=True,
-              prerequisites=("modes", "values")),
+              blocks_because="the layer's state does not make a faithful fresh instance",
+              contract_na=_NOT_A_LAYER),
+    CheckSpec("devices", "registration", needs=("devices", "move"), device_column=True, prerequisites=("modes",)),
+    CheckSpec("device_parity", "registration", needs=("devices", "move", "vjp"), device_column=True,
+              prerequisites=("modes", "values"),
+              contract_na=_NO_GRADIENT),
     CheckSpec("values", "numerics", per_dtype=True, prerequisites=("modes",),
               blocks_because="the outputs already differ from the reference",
               not_applicable=_IN_DTYPE),
     CheckSpec("native", "numerics", per_dtype=True, prerequisites=("modes", "values"),
-              not_applicable=_IN_DTYPE),
+              not_applicable=_IN_DTYPE,
+              contract_na=_native),
     CheckSpec("gradients", "numerics", needs=("vjp",), per_dtype=True, gradient_tolerances=True,
               prerequisites=("modes", "values"), blocks_because="the first derivatives are already wrong",
-              not_applicable=_IN_DTYPE),
-    CheckSpec("strict_loading", "loading", needs=("export_state", "load_state", "alter_saved")),
+              not_applicable=_IN_DTYPE,
+              contract_na=_NO_GRADIENT),
+    CheckSpec("strict_loading", "loading", needs=("export_state", "load_state", "alter_saved"),
+              contract_na=_either(_function("a function contract has no saved state"),
+                                  _unless(lambda c: c.trainable or c.non_trainable, "the contract declares no state"))),
     CheckSpec("modes", "modes", needs=("nest", "manual_seed"), per_dtype=True,
               blocks_because="the layer does not follow the framework's training/inference switch",
-              not_applicable=_IN_DTYPE),
+              not_applicable=_IN_DTYPE,
+              contract_na=_unless(lambda c: c.modes, "the contract declares no training/evaluation behaviour",
+                                  _function("a function contract has no training flag"))),
     CheckSpec("properties", "properties", needs=("nest",), per_dtype=True, prerequisites=("modes", "values"),
-              not_applicable=_IN_DTYPE),
+              not_applicable=_IN_DTYPE,
+              contract_na=_unless(lambda c: c.properties, "the contract states no properties",
+                                  _function("properties are stated for layers"))),
     CheckSpec("forward_mode", "forward", needs=("jvp",), per_dtype=True, gradient_tolerances=True,
               prerequisites=("modes", "values"),
-              not_applicable=("no_forward_mode", *_IN_DTYPE)),
+              not_applicable=("no_forward_mode", *_IN_DTYPE),
+              contract_na=_unless(lambda c: c.forward_mode is not None,
+                                  "the contract does not ask for forward mode")),
     CheckSpec("second_order", "second_order", needs=("hvp",), per_dtype=True, gradient_tolerances=True,
               prerequisites=("modes", "values", "gradients"),
-              not_applicable=("no_double_backward", *_IN_DTYPE)),
+              not_applicable=("no_double_backward", *_IN_DTYPE),
+              contract_na=_unless(lambda c: c.second_order is not None,
+                                  "the contract does not ask for second-order derivatives")),
     # compares the layer with itself (examples alone, permuted, one changed, vectorised), not with the reference,
     # so wrong values do not block it; where it shows the layer mixing examples (one example changed moves
     # another's output), wrong values are that mistake's symptom (checks/blame.py)
     CheckSpec("batching", "batching", needs=("vmap_call", "vmap_vjp", "vjp"), prerequisites=("modes",),
               blocks_because="the layer mixes the examples of a batch",
-              not_applicable=("contract_cases", "no_vmap", "custom_function_no_vmap")),
+              not_applicable=("contract_cases", "no_vmap", "custom_function_no_vmap"),
+              contract_na=_section_says("batching")),
     # compare the layer with itself on other memory layouts or one tensor passed twice, so wrong values or first
     # derivatives block them (their comparisons are of outputs and gradients)
     CheckSpec("layout", "layout", prerequisites=("modes", "values", "gradients"),
-              not_applicable=("no_strides",)),
+              not_applicable=("no_strides",),
+              contract_na=_section_says("layout")),
     CheckSpec("aliasing", "aliasing", needs=("input_changes", "vjp", "compilers"),
               prerequisites=("modes", "values", "gradients"),
-              not_applicable=("contract_cases", "immutable_arrays", "function_alias_gradient", "no_gradient", "parts")),
+              not_applicable=("contract_cases", "immutable_arrays", "function_alias_gradient", "no_gradient", "parts"),
+              contract_na=_section_says("aliasing")),
     # the layer against itself: shapes and dtypes computed without data, and a program with a symbolic batch
     CheckSpec("abstract", "abstract", needs=("abstract_outputs", "symbolic_batch"), prerequisites=("modes",),
-              not_applicable=("imperative_function", "not_hybrid", "untraceable", "custom_function_no_vmap", "no_vmap", "parts")),
+              not_applicable=("imperative_function", "not_hybrid", "untraceable", "custom_function_no_vmap", "no_vmap", "parts"),
+              contract_na=_section_says("abstract")),
     CheckSpec("compiled", "compiled", needs=("compilers", "compile", "compiled_call", "compiled_vjp", "compile_stats"),
               alongside=True, prerequisites=("modes", "serialization"),
-              not_applicable=("imperative_function", "not_hybrid")),
+              not_applicable=("imperative_function", "not_hybrid"),
+              contract_na=_section_says("compiled")),
     CheckSpec("export", "export", needs=("export_formats", "export_save", "export_load", "manual_seed", "vjp"),
               fresh_process=True, alongside=True, prerequisites=("modes",),
-              not_applicable=("contract_cases", "no_format", "imperative_function", "not_hybrid", "untraceable", "parts")),
+              not_applicable=("contract_cases", "no_format", "imperative_function", "not_hybrid", "untraceable", "parts"),
+              contract_na=_section_says("export", prefix="")),
     # builds the layer the ways real code does (factory kwargs and meta-device initialisation in torch, build()
     # alone in Keras, nnx.eval_shape in JAX, deferred initialisation in Gluon) and compares the state with a
     # plain build's: about the constructor, so nothing blocks it, and once per target
     CheckSpec("construction", "construction", needs=("construction_run",),
-              not_applicable=("not_a_module", "no_state", "lazy_module", "parts")),
+              not_applicable=("not_a_module", "no_state", "lazy_module", "parts"),
+              contract_na=_either(_function("a function contract constructs no layer"),
+                                  _section_says("construction"))),
     CheckSpec("mixed_precision", "mixed_precision", needs=("mixed_precision_policies", "mixed_precision_run"),
               fresh_process=True, prerequisites=("modes",),
               opt_in="runs every layer under each framework's mixed-precision mechanisms, which a layer used only "
                      "in its own dtype never meets (about 1.03x the matrix's time)",
-              not_applicable=("no_precision_policy", "not_a_module", "no_kernel", "parts")),
+              not_applicable=("no_precision_policy", "not_a_module", "no_kernel", "parts"),
+              contract_na=_section_says("mixed_precision")),
 )
 
 CHECK_IDS = tuple(c.id for c in CATALOG)
@@ -234,9 +300,9 @@ DEVICE_CHECKS = tuple(c.id for c in CATALOG if c.device_column)
 GRADIENT_TOLERANCE_CHECKS = tuple(c.id for c in CATALOG if c.gradient_tolerances)
 
 
-def spec_of(check: str) -> CheckSpec:
-    """The one declaration of ``check``."""
-    return _SPECS[check]
+def spec_of(check: str) -> CheckSpec | None:
+    """The one declaration of ``check`` (None for an id the catalog does not know)."""
+    return _SPECS.get(check)
 
 
 def _prerequisites_first() -> tuple[str, ...]:

@@ -1,8 +1,7 @@
 """A check is declared once (issue 30 §3): ``layer_conformance.check_catalog.CATALOG`` holds, per check, its
 id, module, prerequisites, dtype, device and process behaviour and whether it is opt-in. The tables the
 harness reads are derived from it, the contract schema's check ids are filled in from it, and what is
-written elsewhere (docs/checks.md's table, the hints' check tags, the per-check n/a rules) is held to it
-here."""
+written elsewhere (docs/checks.md's table, the hints' check tags) is held to it here."""
 from __future__ import annotations
 
 import ast
@@ -105,13 +104,11 @@ def test_the_docs_table_has_every_check_in_the_catalogs_order_and_marks_the_opt_
             assert "opt-in" not in text, f"{cid} runs by default, but its row says opt-in"
 
 
-def test_every_hint_and_every_not_applicable_rule_names_a_declared_check():
-    from layer_conformance.checks.applicable import _RULES
+def test_every_hint_names_a_declared_check():
     from layer_conformance.checks.mistakes import HINTS
     unknown = {h.id: sorted(set(h.checks) - set(CHECK_IDS)) for h in HINTS.values() if set(h.checks) - set(CHECK_IDS)}
     assert not unknown, f"hints tagged with checks not in check_catalog.CATALOG: {unknown}"
     assert all(h.checks for h in HINTS.values()), [h.id for h in HINTS.values() if not h.checks]
-    assert set(_RULES) <= set(CHECK_IDS), set(_RULES) - set(CHECK_IDS)
 
 
 def test_adding_a_check_names_the_catalog():
