@@ -50,41 +50,30 @@ def executor_pythons(framework: str) -> dict:
 
 # --- a user's layers --------------------------------------------------------------------------------------------
 
-# a user's RMSNorm in torch (as mypkg/layers.py), and the same with eps outside the square root
-USER_LAYER = textwrap.dedent("""\
-    import torch
-    from torch import nn
+def torch_rmsnorm(d: str = "d", gain: str = "gain", preamble: str = "", factor: str = "") -> str:
+    """A user's correct RMSNorm in torch, the one every test that needs one writes: its constructor argument
+    named ``d``, its gain ``gain``; ``preamble``: lines after the imports; ``factor``: an expression its output
+    is multiplied by (a test that breaks the layer through it)."""
+    times = f" * {factor}" if factor else ""
+    return f'''
+import torch
+from torch import nn
+{preamble}
 
-    class RMSNorm(nn.Module):
-        def __init__(self, d, eps=1e-6):
-            super().__init__()
-            self.gain = nn.Parameter(torch.ones(d))
-            self.eps = eps
+class RMSNorm(nn.Module):
+    def __init__(self, {d}, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.{gain} = nn.Parameter(torch.ones({d}))
 
-        def forward(self, X):
-            return self.gain * X * X.to(torch.promote_types(X.dtype, torch.float32)).pow(2).mean(-1, keepdim=True).add(self.eps).rsqrt().to(X.dtype)
+    def forward(self, x):
+        return x * torch.rsqrt(x.to(torch.promote_types(x.dtype, torch.float32)).pow(2).mean(-1, keepdim=True) + self.eps).to(x.dtype) * self.{gain}{times}
+'''
 
-    class Broken(RMSNorm):
-        def forward(self, X):
-            return self.gain * X / (X.pow(2).mean(-1, keepdim=True).sqrt() + self.eps)
-""")
 
 # a user's RMSNorm in each framework, written the way the README's example expects
 USER_LAYERS = {
-    "torch": '''
-import torch
-from torch import nn
-
-
-class RMSNorm(nn.Module):
-    def __init__(self, d, eps=1e-6):
-        super().__init__()
-        self.eps = eps
-        self.gain = nn.Parameter(torch.ones(d))
-
-    def forward(self, x):
-        return x * torch.rsqrt(x.to(torch.promote_types(x.dtype, torch.float32)).pow(2).mean(-1, keepdim=True) + self.eps).to(x.dtype) * self.gain
-''',
+    "torch": torch_rmsnorm(),
     "tensorflow": '''
 import keras
 from keras import ops
@@ -144,6 +133,15 @@ class RMSNorm(nn.HybridBlock):
 }
 
 
+# the same in torch, and one with eps outside the square root
+USER_LAYER = USER_LAYERS["torch"] + textwrap.dedent("""\
+
+
+    class Broken(RMSNorm):
+        def forward(self, X):
+            return self.gain * X / (X.pow(2).mean(-1, keepdim=True).sqrt() + self.eps)
+""")
+
 def user_package(root: Path, layers: str) -> Path:
     """A user's package ``mypkg`` under ``root``, its ``mypkg/layers.py`` holding ``layers``; returns ``root``."""
     (root / "mypkg").mkdir()
@@ -158,6 +156,24 @@ def git(repo, *args) -> str:
     """``git ARGS`` in ``repo`` with a committer set; raises on failure, returns stdout."""
     return subprocess.run(["git", "-c", "user.email=ci@example.org", "-c", "user.name=ci", *args], cwd=repo,
                           check=True, capture_output=True, text=True).stdout
+
+
+def git_repo(repo, message="layers"):
+    """``repo`` made a git repository on branch main, with everything in it committed; returns ``repo``."""
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", message)
+    return repo
+
+
+def git_branch(repo, name, change):
+    """A branch ``name`` off main with ``change(repo)`` committed on it (the pull request a gate judges)."""
+    git(repo, "checkout", "-q", "main")
+    git(repo, "checkout", "-qb", name)
+    change(repo)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", name)
+    return repo
 
 
 # a custom-gradient function whose backward reads a helper module's constant (gradscale.FACTOR), and its binding

@@ -1,30 +1,18 @@
 """A binding that does not fit its layer is the user's to fix (exit 4, both sides named), never a layer
 failure; --arg-map (and `arg_map` in a bindings file) maps the contract's arguments onto the layer's."""
 import json
-import textwrap
 from pathlib import Path
 
 import pytest
 
-from tests.support import pytest_run
+from tests.support import pytest_run, torch_rmsnorm
 
 pytest.importorskip("torch")
 
 ROOT = str(Path(__file__).resolve().parent.parent)
 
-LAYER = textwrap.dedent("""\
-    import torch
-    from torch import nn
-
-    class RMSNorm(nn.Module):
-        def __init__(self, dim, eps=1e-6):
-            super().__init__()
-            self.gain = nn.Parameter(torch.ones(dim))
-            self.eps = eps
-
-        def forward(self, x):
-            return self.gain * x * x.to(torch.promote_types(x.dtype, torch.float32)).pow(2).mean(-1, keepdim=True).add(self.eps).rsqrt().to(x.dtype)
-""")
+# the README's RMSNorm with a constructor argument of its own name (dim)
+LAYER = torch_rmsnorm(d="dim")
 
 
 def run(tmp_path, *args):

@@ -10,24 +10,13 @@ import textwrap
 
 import pytest
 
-from tests.support import pytest_run
+from tests.support import pytest_run, torch_rmsnorm
 
 pytest.importorskip("torch")
 
 # an RMSNorm whose constructor argument and slot have names of its own (dim, weight)
-TORCH_LAYER = textwrap.dedent("""\
-    import torch
-    from torch import nn
+TORCH_LAYER = torch_rmsnorm(d="dim", gain="weight") + textwrap.dedent("""\
 
-    class RMSNorm(nn.Module):
-        def __init__(self, dim, eps=1e-6):
-            super().__init__()
-            self.weight = nn.Parameter(torch.ones(dim))
-            self.eps = eps
-
-        def forward(self, x):
-            ms = x.to(torch.promote_types(x.dtype, torch.float32)).pow(2).mean(-1, keepdim=True)
-            return self.weight * x * ms.add(self.eps).rsqrt().to(x.dtype)
 
     class FixedEps(RMSNorm):
         # eps is fixed here: the contract's eps is dropped explicitly

@@ -12,7 +12,7 @@ import pytest
 from layer_conformance import changed, gate
 from layer_conformance.record import Record
 from layer_conformance.gate import ExpectationsError, compare, load_expectations
-from tests.support import GRAD_BINDINGS, GRAD_LAYER, gate_run, git
+from tests.support import GRAD_BINDINGS, GRAD_LAYER, gate_run, git, git_branch, git_repo
 
 
 def _rec(check, outcome, contract="centered", impl="mylayers:Centered", framework="torch", device="cpu", **kw):
@@ -131,20 +131,9 @@ def repo(tmp_path_factory):
     (repo / "conformance" / "bindings.yaml").write_text(GRAD_BINDINGS)
     (repo / "README.md").write_text("# layers\n")
     (repo / ".gitignore").write_text("out/\nbaseline.json\n__pycache__/\n")
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "add", ".")
-    git(repo, "commit", "-qm", "layers")
+    git_repo(repo)
     proc = gate_run(repo, "--conformance-json", "baseline.json")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    return repo
-
-
-def _branch(repo, name, change):
-    git(repo, "checkout", "-q", "main")
-    git(repo, "checkout", "-qb", name)
-    change(repo)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", name)
     return repo
 
 
@@ -153,7 +142,7 @@ def _selection(repo):
 
 
 def test_a_branch_that_halves_the_gradient_in_a_helper_fails_the_gate(repo):
-    _branch(repo, "halve", lambda r: (r / "gradscale.py").write_text("FACTOR = 0.5\n"))
+    git_branch(repo, "halve", lambda r: (r / "gradscale.py").write_text("FACTOR = 0.5\n"))
     proc = gate_run(repo, "--changed-since", "main", "--baseline", "baseline.json", "--conformance-json", "out/r.json")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "REGRESSION: clipped_relu_grad mylayers:ClippedReLUGrad [torch-cpu] gradients: passed -> failed" \
@@ -165,7 +154,7 @@ def test_a_branch_that_halves_the_gradient_in_a_helper_fails_the_gate(repo):
 
 
 def test_a_branch_that_changes_only_the_readme_passes_with_an_explicit_line(repo):
-    _branch(repo, "docs", lambda r: (r / "README.md").write_text("# layers\n\nmore words\n"))
+    git_branch(repo, "docs", lambda r: (r / "README.md").write_text("# layers\n\nmore words\n"))
     proc = gate_run(repo, "--changed-since", "main", "--baseline", "baseline.json", "--conformance-json", "out/r.json")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert ("no layer changed since main: 1 file changed, none is an implementation, a contract, a module they "
@@ -178,7 +167,7 @@ def test_a_branch_that_changes_only_the_readme_passes_with_an_explicit_line(repo
 
 
 def test_a_broken_helper_selects_its_binding_and_fails(repo):
-    _branch(repo, "broken", lambda r: (r / "gradscale.py").write_text("FACTOR = (\n"))
+    git_branch(repo, "broken", lambda r: (r / "gradscale.py").write_text("FACTOR = (\n"))
     proc = gate_run(repo, "--changed-since", "main", "--baseline", "baseline.json", "--conformance-json", "out/r.json")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "REGRESSION" in proc.stdout and "SyntaxError" in proc.stdout
@@ -186,7 +175,7 @@ def test_a_broken_helper_selects_its_binding_and_fails(repo):
 
 
 def test_a_deleted_implementation_file_selects_its_binding_and_fails(repo):
-    _branch(repo, "deleted", lambda r: (r / "mylayers.py").unlink())
+    git_branch(repo, "deleted", lambda r: (r / "mylayers.py").unlink())
     proc = gate_run(repo, "--changed-since", "main", "--baseline", "baseline.json", "--conformance-json", "out/r.json")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "REGRESSION" in proc.stdout
@@ -194,7 +183,7 @@ def test_a_deleted_implementation_file_selects_its_binding_and_fails(repo):
 
 
 def test_a_removed_binding_is_a_regression_against_the_baseline(repo):
-    _branch(repo, "unbind", lambda r: (r / "conformance" / "bindings.yaml").write_text("bindings: []\n"))
+    git_branch(repo, "unbind", lambda r: (r / "conformance" / "bindings.yaml").write_text("bindings: []\n"))
     proc = gate_run(repo, "--changed-since", "main", "--baseline", "baseline.json", "--conformance-json", "out/r.json")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "REGRESSION: clipped_relu_grad mylayers:ClippedReLUGrad [torch-cpu] gradients: passed in the baseline, " \
@@ -209,7 +198,7 @@ def test_an_added_binding_is_selected_and_untouched_ones_are_not(repo):
         (r / "other.py").write_text(GRAD_LAYER.replace("from gradscale import FACTOR", "FACTOR = 1.0"))
         (r / "conformance" / "bindings.yaml").write_text(
             GRAD_BINDINGS + "  - {contract: clipped_relu_grad, impl: \"other:ClippedReLUGrad\", framework: torch}\n")
-    _branch(repo, "add", add)
+    git_branch(repo, "add", add)
     proc = gate_run(repo, "--changed-since", "main", "--baseline", "baseline.json", "--conformance-json", "out/r.json")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     sel = _selection(repo)

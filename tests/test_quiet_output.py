@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from tests.support import (GRAD_BINDINGS, GRAD_LAYER, USER_LAYER, USER_LAYERS, gate_run, git, pytest_run,
+from tests.support import (GRAD_BINDINGS, GRAD_LAYER, USER_LAYER, USER_LAYERS, gate_run, git, git_repo, pytest_run,
                            user_package)
 
 requires_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch")
@@ -108,9 +108,7 @@ def test_changed_since_is_silent_about_the_expectations_of_bindings_it_left_out(
           - {impl: "other:*", check: values, expected: fail, reason: about the binding left out}
           - {contract: no_such_contract, expected: fail, reason: about nothing}
     """))
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "add", ".")
-    git(repo, "commit", "-qm", "layers")
+    git_repo(repo)
     git(repo, "checkout", "-qb", "pr")
     (repo / "gradscale.py").write_text("FACTOR = 1.0  # unchanged value\n")
     git(repo, "commit", "-qam", "touch the helper")

@@ -20,35 +20,21 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import git, git_repo, torch_rmsnorm
+
 pytest.importorskip("torch")
 
 BINDINGS = 'bindings:\n  - {contract: rmsnorm, impl: "mylayer:RMSNorm", framework: torch}\n'
 
-# the layer, with FACTOR_SOURCE: how it gets the factor its output is multiplied by (1.0 is right)
-LAYER = """\
-import torch
-from torch import nn
-{imports}
-
-class RMSNorm(nn.Module):
-    def __init__(self, d, eps=1e-6):
-        super().__init__()
-        self.gain = nn.Parameter(torch.ones(d))
-        self.eps = eps
-
-    def forward(self, X):
-        rms = X.pow(2).mean(-1, keepdim=True).add(self.eps).rsqrt()
-        return self.gain * X * rms * {factor}
-"""
-
-DYNAMIC = LAYER.format(imports=textwrap.dedent("""\
+# the layer gets the factor its output is multiplied by (1.0 is right) through the mechanism under test
+DYNAMIC = torch_rmsnorm(preamble=textwrap.dedent("""\
     import importlib
 
     PART = "scale"
     _part = importlib.import_module("parts." + PART)  # a name no static scan can read
     """), factor="_part.FACTOR")
 
-DATA = LAYER.format(imports=textwrap.dedent("""\
+DATA = torch_rmsnorm(preamble=textwrap.dedent("""\
     import json
     import os
 
@@ -62,14 +48,14 @@ DATA = LAYER.format(imports=textwrap.dedent("""\
 
 # weights mapped from C at import and kept mapped (the tensors are views of the mapping): no audit event
 MAPPED = {
-    "safetensors": (LAYER.format(imports=textwrap.dedent("""\
+    "safetensors": (torch_rmsnorm(preamble=textwrap.dedent("""\
         import os
 
         from safetensors.torch import load_file
 
         WEIGHTS = load_file(os.path.join(os.path.dirname(os.path.abspath(__file__)), "weights", "scale.safetensors"))
         """), factor='WEIGHTS["scale"]'), "weights/scale.safetensors"),
-    "torch.from_file": (LAYER.format(imports=textwrap.dedent("""\
+    "torch.from_file": (torch_rmsnorm(preamble=textwrap.dedent("""\
         import os
 
         SCALE = torch.from_file(os.path.join(os.path.dirname(os.path.abspath(__file__)), "weights", "scale.f32"),
@@ -89,13 +75,8 @@ def _weights(name: str, scale: float) -> bytes:
     return struct.pack("<Q", len(header)) + header + data
 
 
-SYMLINKED = LAYER.format(imports="from mymod import FACTOR  # mymod.py is a symbolic link to shared/factor.py\n",
+SYMLINKED = torch_rmsnorm(preamble="from mymod import FACTOR  # mymod.py is a symbolic link to shared/factor.py\n",
                          factor="FACTOR")
-
-
-def _git(repo, *args):
-    return subprocess.run(["git", "-c", "user.email=ci@example.org", "-c", "user.name=ci", *args], cwd=repo,
-                          check=True, capture_output=True, text=True).stdout
 
 
 def _pytest(cwd, *args):
@@ -119,10 +100,7 @@ def _project(root: Path, files: dict, links: dict = (), bindings: str = BINDINGS
             (repo / path).write_text(text)
     for path, target in dict(links).items():
         os.symlink(target, repo / path)
-    _git(repo, "init", "-q", "-b", "main")
-    _git(repo, "add", ".")
-    _git(repo, "commit", "-qm", "a correct layer")
-    return repo
+    return git_repo(repo, "a correct layer")
 
 
 def _baseline(repo):
@@ -136,7 +114,7 @@ def _commit(repo, path, text):
         (repo / path).write_bytes(text)
     else:
         (repo / path).write_text(text)
-    _git(repo, "commit", "-qam", f"change {path}")
+    git(repo, "commit", "-qam", f"change {path}")
 
 
 def _gate(repo, *args):
@@ -231,7 +209,7 @@ PACKAGED = 'bindings:\n  - {contract: rmsnorm, impl: "mylayers.norm:RMSNorm", fr
 def _packaged(tmp_path, ini: str = ""):
     """A correct layer in a package, a data file beside it that it never reads, then a branch that changes only
     that file."""
-    files = {"mylayers/__init__.py": "", "mylayers/norm.py": LAYER.format(imports="", factor="1.0"),
+    files = {"mylayers/__init__.py": "", "mylayers/norm.py": torch_rmsnorm(),
              "mylayers/table.bin": b"\x00" * 8}
     if ini:
         files["pytest.ini"] = ini
@@ -269,7 +247,7 @@ def test_changed_since_ignore_leaves_a_file_beside_a_module_out(tmp_path):
                                                          "a directory a binding imports a module from)"}, sel
         assert doc["results"] == [], doc["results"]
     # a branch that writes the glob into the ini file itself: not applied, the binding is selected
-    _git(repo, "reset", "-q", "--hard", "HEAD~1")
+    git(repo, "reset", "-q", "--hard", "HEAD~1")
     (repo / "pytest.ini").write_text(ini.replace("*.bin", "*"))
     _commit(repo, "mylayers/table.bin", b"\x02" * 8)   # the ini file's change too (commit -a)
     proc, out, doc = _gate(repo)

@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from tests.support import ROOT, git, pytest_run
+from tests.support import ROOT, git_branch, git_repo, pytest_run
 
 pytest.importorskip("torch")
 
@@ -107,18 +107,8 @@ def repo(tmp_path_factory):
     (repo / "conformance" / "bindings.yaml").write_text(BINDINGS)
     (repo / "conformance" / "expectations.yaml").write_text("expectations:\n" + OLD_ENTRY)
     (repo / ".gitignore").write_text("out/\n__pycache__/\n")
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "add", ".")
-    git(repo, "commit", "-qm", "layers")
+    git_repo(repo)
     return repo
-
-
-def _branch(repo, name, change):
-    git(repo, "checkout", "-q", "main")
-    git(repo, "checkout", "-qb", name)
-    change(repo)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", name)
 
 
 def _gate(repo, expectations="conformance/expectations.yaml"):
@@ -131,7 +121,7 @@ def test_a_branch_that_breaks_its_layer_and_excuses_it_gets_the_excuse_listed(re
         (r / "mylayers.py").write_text(BROKEN)
         with open(r / "conformance" / "expectations.yaml", "a") as f:
             f.write(NEW_ENTRY)
-    _branch(repo, "excuse", change)
+    git_branch(repo, "excuse", change)
     proc, out = _gate(repo)
     assert proc.returncode == 0, out[-3000:]   # the excuse holds: the review is where it is judged
     header = "expectations added since main: 1 entry in conformance/expectations.yaml"
@@ -149,7 +139,7 @@ def test_an_expectations_file_the_base_did_not_have_is_listed_whole(repo):
     def change(r):
         (r / "mylayers.py").write_text(BROKEN)
         (r / "conformance" / "more.yaml").write_text("expectations:\n" + NEW_ENTRY)
-    _branch(repo, "new-file", change)
+    git_branch(repo, "new-file", change)
     proc, out = _gate(repo, "conformance/more.yaml")
     assert proc.returncode == 0, out[-3000:]
     assert "expectations added since main: 1 entry in conformance/more.yaml" in proc.stdout, out[-3000:]
@@ -157,6 +147,6 @@ def test_an_expectations_file_the_base_did_not_have_is_listed_whole(repo):
 
 
 def test_a_branch_that_adds_no_entry_says_so(repo):
-    _branch(repo, "plain", lambda r: (r / "mylayers.py").write_text(GOOD + "\n# a comment\n"))
+    git_branch(repo, "plain", lambda r: (r / "mylayers.py").write_text(GOOD + "\n# a comment\n"))
     proc, out = _gate(repo)
     assert "expectations added since main: none (conformance/expectations.yaml)" in proc.stdout, out[-3000:]
