@@ -73,15 +73,16 @@ def run_check(ctx: CheckContext, check: str, timeout: float | None = None) -> di
 
 def _not_run_here(ctx: CheckContext, check: str) -> dict | None:
     """The record's verdict where the check does not run on this target (no CUDA device, the cpu column's, the
-    contract's n/a or skip), else None."""
-    from .checks.applicable import contract_says
+    contract's n/a or skip, the n/a of a framework whose adapter lacks a method the check needs), else None."""
+    from .checks.applicable import adapter_lacks, contract_says
     if ctx.device == "cuda" and ctx.adapter.gpu_device not in ctx.adapter.devices():
         return dict(outcome="skipped", message=f"no CUDA device for {ctx.adapter.name} here", unavailable=True)
     if ctx.device == "cuda" and check not in DEVICE_CHECKS:
         # the other checks run on cpu; the cuda column is about movement and parity
         return dict(outcome="skipped", message="runs in the cpu column; the cuda column checks the "
                                                "move to the GPU and output parity with cpu")
-    return contract_says(ctx.contract, check, ctx.adapter.name) or None  # n/a, or checks.<id>.skip
+    # n/a, or checks.<id>.skip; then n/a where the framework's adapter lacks a method the check needs
+    return contract_says(ctx.contract, check, ctx.adapter.name) or adapter_lacks(check, ctx.adapter)
 
 
 def _checked(ctx: CheckContext, check: str):
