@@ -142,7 +142,7 @@ def _adapter_without(remote, *methods, raising=()):
     import inspect
 
     from layer_conformance.protocol import Adapter
-    from layer_conformance.boundary.client import RemoteAdapter
+    from layer_conformance.boundary.remote import RemoteAdapter
 
     def placeholder(method):
         arity = len(inspect.signature(getattr(Adapter, method)).parameters)  # self included: None for each

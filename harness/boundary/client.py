@@ -1,5 +1,6 @@
-"""The judge's side of the process boundary: executors opened through execnet, and the proxies
-that let a check written against the adapter interface drive an adapter in another process.
+"""The judge's side of the process boundary: executors opened through execnet, each request sent and its answer
+awaited under the check's deadline and the memory cap (the proxies that checks call are ``remote``'s; how a
+process is started and watched from outside, ``process``'s; its stderr, ``stderr``'s).
 
 The judge never imports a framework, a user module or a contract's reference module. It holds
 each executor from outside: a check's time limit and the memory cap are enforced by killing the
@@ -9,18 +10,17 @@ replaced for the next check; what it was running becomes an ``error`` for that c
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import os
-import re
 import signal
 import sys
-import sysconfig
 import threading
 import time
-from pathlib import Path
 
 from .. import import_paths, wire
+from . import process
 from . import sandbox as sandboxing
+from .remote import Rebuild, Remote
+from .stderr import StderrTail
 
 STARTUP_TIMEOUT = 300.0  # seconds for an executor to import its framework and say hello
 FORK_TIMEOUT = 60.0      # seconds for the zygote to fork a fresh executor
@@ -32,42 +32,12 @@ WARM_HELLO_TIMEOUT = 30.0  # seconds for a zygote kept from an earlier run (--ke
 STACK_WAIT = 1.0         # seconds a process at its deadline has to dump its stacks before it is killed
 STACK_BYTES = 1 << 20    # the most of a stack dump read (a dump of a few hundred frames is some kB)
 POLL = 0.05              # seconds between looks at a running executor (deadline, memory)
-STDERR_TAIL = 64 << 10   # the last bytes of an executor's stderr a check keeps
-STDERR_SPILL = 1 << 20   # bytes its file may hold before the tail is taken in and the file emptied
 
 
 class CheckTimeout(BaseException):
     """A check ran past its time limit; its executor was killed. A BaseException, so that a
     check's ``except Exception`` cannot swallow it. ``place``: where the process was, or ""."""
     place = ""
-
-
-_FRAME = re.compile(r'^\s*File "(.+)", line (\d+) in (.+)$')
-_HARNESS = str(Path(__file__).resolve().parents[1])
-_SERVER = str(Path(_HARNESS) / "layerside" / "server.py")  # a path only: the judge never imports it
-_STDLIB = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib")}
-
-
-def _innermost_place(dump: str) -> str:
-    """From a faulthandler dump (every thread, innermost frame first): the innermost frame outside the harness
-    and the standard library, of the thread that is answering a request (the one with the server's frames)."""
-    threads, frames = [], []
-    for line in dump.splitlines():
-        m = _FRAME.match(line)
-        if m:
-            frames.append(m.groups())
-        elif frames:
-            threads.append(frames)
-            frames = []
-    if frames:
-        threads.append(frames)
-    serving = [t for t in threads if any(f == _SERVER for f, _, _ in t)]
-    for file, line, function in (serving or [[]])[0]:
-        if file == _SERVER:
-            return ""  # the request's own frames are below: the process was not in a layer's call
-        if not file.startswith(_HARNESS) and not any(file.startswith(p) for p in _STDLIB):
-            return f"(at {file}:{line} in {function})"
-    return ""
 
 
 class ExecutorLost(BaseException):
@@ -88,136 +58,6 @@ class RemoteError(Exception):
         self.remote_text = info["text"]
         self.origin = origin
         self.missing_dependency = info.get("missing_dependency")  # layer_conformance.errors.missing_dependency, said there
-
-
-class Remote:
-    """A handle to an object that stays in an executor. Tensors carry their shape, dtype, device
-    and (when the executor could read them) values, so most questions need no round trip."""
-
-    def __init__(self, executor, hid: int, type_name: str):
-        self.executor, self.hid, self.remote_type = executor, hid, type_name
-        self.meta: dict = {}
-        self.value = None
-        self.generation = -1
-
-    def update(self, meta: dict):
-        self.meta = {k: v for k, v in meta.items() if k != "value"}
-        self.value = wire.array_from_bytes(meta["value"]) if "value" in meta else None
-        self.generation = self.executor.generation
-
-    @property
-    def fresh(self) -> bool:
-        return self.generation == self.executor.generation
-
-    @property
-    def shape(self):
-        if "shape" not in self.meta:
-            raise AttributeError(f"a {self.remote_type} has no shape")
-        return tuple(self.meta["shape"])
-
-    def __repr__(self):
-        return f"<{self.remote_type} in the {self.executor.role} executor>"
-
-
-class Rebuild:
-    """A fresh layer with given state, built inside the executor when an adapter needs one."""
-
-    def __init__(self, impl: Remote, constructor: dict, inputs: list, assign: dict):
-        self.spec = {"impl": impl, "constructor": constructor, "inputs": inputs, "assign": assign}
-
-
-class StderrTail:
-    """An executor process's stderr, which the process points at a file of the judge's as it starts: nothing
-    it writes (framework logs, the layer's prints and warnings) reaches the terminal. Bounded on both sides:
-    past STDERR_SPILL bytes the disk blocks before the file's last STDERR_TAIL bytes are freed (a hole; where the
-    file system has none, the tail is taken into memory and the file emptied: the process appends, so it writes
-    on at the new end), and what is read is the last STDERR_TAIL bytes since ``clear``."""
-
-    def __init__(self):
-        self.fd: int | None = None
-        self.kept = b""
-        self._freed = 0  # the file's first bytes, freed on disk (a hole): its size still counts them
-
-    def open(self) -> str:
-        """A new file for a new process; the path it opens. What the previous process wrote is kept."""
-        import tempfile
-        self.close()
-        self.fd, path = tempfile.mkstemp(prefix="conformance-stderr-")
-        return path
-
-    def clear(self):
-        """A check begins: what was written before is not its."""
-        self.kept = b""
-        self._freed = 0
-        if self.fd is not None:
-            with contextlib.suppress(OSError):
-                os.ftruncate(self.fd, 0)
-
-    def spill(self):
-        if self.fd is None:
-            return
-        with contextlib.suppress(OSError):
-            size = os.fstat(self.fd).st_size
-            if size - self._freed <= STDERR_SPILL:
-                return
-            # the disk blocks before the tail are freed, the file's size and what follows kept: the process writes
-            # on while this runs, and a write at that moment (a layer's last line) is never lost
-            if _punch_hole(self.fd, size - STDERR_TAIL):
-                self._freed = size - STDERR_TAIL
-                return
-            # a file system without hole punching: the tail taken in and the file emptied, where what the process
-            # writes between these two lines is lost
-            self.kept = self._tail()
-            os.ftruncate(self.fd, 0)
-            self._freed = 0
-
-    def _tail(self) -> bytes:
-        data = b""
-        if self.fd is not None:
-            with contextlib.suppress(OSError):
-                size = os.fstat(self.fd).st_size
-                data = os.pread(self.fd, STDERR_TAIL, max(0, size - STDERR_TAIL))
-        return (self.kept + data)[-STDERR_TAIL:]
-
-    def text(self) -> str:
-        return self._tail().decode(errors="replace")
-
-    def close(self):
-        """The process is gone: its tail stays readable, its file goes."""
-        if self.fd is not None:
-            self.kept = self._tail()
-            with contextlib.suppress(OSError):
-                os.close(self.fd)
-            self.fd = None
-
-
-def _punch_hole(fd: int, length: int) -> bool:
-    """Free a file's first ``length`` bytes on disk, its size and the bytes after them kept (Linux's
-    ``fallocate(FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE)``; the standard library has no call for it). False
-    where the platform or file system has none."""
-    global _fallocate
-    if _fallocate is None:
-        try:
-            import ctypes
-            import ctypes.util
-            libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-            _fallocate = libc.fallocate
-            _fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
-        except (OSError, AttributeError, TypeError):
-            _fallocate = False
-    if not _fallocate or length <= 0:
-        return False
-    return _fallocate(fd, 0x02 | 0x01, 0, length) == 0   # FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
-
-
-_fallocate = None
-
-
-def stderr_tail(executors) -> str:
-    """What the code under test wrote to stderr in a check, in its layer and fresh executors (the native and
-    reference executors run none of it): the last STDERR_TAIL bytes of their output, in order."""
-    text = "".join(ex.stderr.text() for ex in executors if ex.role in ("layer", "fresh"))
-    return text[-STDERR_TAIL:]
 
 
 class Executor:
@@ -309,7 +149,7 @@ class Executor:
         import shlex
         from . import warm as warming
         name = warming.key(self.framework, self.python, self.memory_limit_gib, self.sandbox.describe(),
-                           _import_path(self.role) + import_paths.code_tree()
+                           process.import_path(self.role) + import_paths.code_tree()
                            + [sandboxing.shared_dir() if self.sandbox.namespaces else ""])
         fd, info = warming.take(name)
         if fd is None:
@@ -318,8 +158,8 @@ class Executor:
             return warming.Warm(name, info, fd, reused=True)
         self.sandbox.use(self.memory_limit_gib)
         try:
-            return warming.launch(name, self.framework, shlex.split(self.sandbox.command(_own_paths_first(self.python),
-                                                                                       self.role, _reads())),
+            return warming.launch(name, self.framework, shlex.split(self.sandbox.command(process.own_paths_first(self.python),
+                                                                                       self.role, process.reads())),
                                   self.keep_warm, fd)
         except Exception:
             os.close(fd)
@@ -327,7 +167,7 @@ class Executor:
 
     def _start(self):
         import execnet
-        path = _import_path(self.role, self.user_reference)
+        path = process.import_path(self.role, self.user_reference)
         self.hello, self.forked_pid, self.host_pid = {}, None, None
         self.sandbox.use(self.memory_limit_gib)
         self.gateway = self._gateway(execnet)
@@ -372,8 +212,8 @@ class Executor:
                 raise ExecutorLost(f"the kept {self.framework} zygote (pid {self.warm.root_pid}) is stopped or gone")
             with SOCKET_BOOTSTRAP:
                 return execnet.makegateway(f"socket=127.0.0.1:{self.warm.info['port']}//id={self.warm.info['token']}")
-        python = _own_paths_first(self.python)
-        return execnet.makegateway(f"popen//python={self.sandbox.command(python, self.role, _reads())}")
+        python = process.own_paths_first(self.python)
+        return execnet.makegateway(f"popen//python={self.sandbox.command(python, self.role, process.reads())}")
 
     def _fork(self) -> str:
         """A process forked by the zygote; the execnet spec that reaches it. The token, sent to the zygote
@@ -613,7 +453,7 @@ class Executor:
                 timeout = CheckTimeout("the executor was killed from outside")
                 timeout.place = place
                 raise timeout
-            if limit and self.pid and _rss_gib(self.pid) > limit:
+            if limit and self.pid and process.rss_gib(self.pid) > limit:
                 self.kill()
                 raise ExecutorLost(f"the process running the layer grew past the memory limit ({limit:g} GiB, "
                                    f"--memory-limit) and was killed", out_of_memory=True)
@@ -658,7 +498,7 @@ class Executor:
             if now and now == text:
                 break  # written in one go from the signal handler: unchanged means done
             text = now
-        return _innermost_place(text)
+        return process.innermost_place(text)
 
     def _close_stacks(self):
         if self.stacks is not None:
@@ -728,45 +568,6 @@ class Executor:
 _pool = None
 
 
-def _import_path(role: str, user_reference: bool = False) -> list[str]:
-    """What an executor of ``role`` puts on its sys.path AFTER its own interpreter's (layerside/server.py): the
-    tree under test for the processes that import it (layer, fresh, probe), nothing for the zygotes, the native
-    executors and the bundled references (layer_conformance.import_paths). Nothing of the judge's own
-    installation: an executor under another Python (--executor-python mxnet=...) imports its own numpy."""
-    return import_paths.executor_path(role, user_reference)
-
-
-def _own_paths_first(python: str) -> str:
-    """The command that starts ``python`` for an executor: with -P (Python 3.11 and later), so that ``python -c``
-    puts no working directory first on its sys.path (layerside/server.py drops it where -P cannot)."""
-    import shlex
-    program = shlex.split(python)   # (as execnet and the sandbox read it)
-    return shlex.join(program + ["-P"]) if program and _has_safe_path(tuple(program)) else python
-
-
-_SAFE_PATH: dict = {}
-
-
-def _has_safe_path(program: tuple) -> bool:
-    python = program
-    if python not in _SAFE_PATH:
-        if len(program) == 1 and os.path.realpath(program[0]) == os.path.realpath(sys.executable):
-            _SAFE_PATH[python] = sys.version_info >= (3, 11)
-        else:
-            import subprocess
-            try:
-                _SAFE_PATH[python] = subprocess.run([*program, "-I", "-P", "-c", ""], capture_output=True,
-                                                    timeout=30).returncode == 0
-            except (OSError, subprocess.SubprocessError):
-                _SAFE_PATH[python] = False
-    return _SAFE_PATH[python]
-
-
-def _reads() -> list[str]:
-    """The directories an executor started now imports from (kept visible in its sandbox)."""
-    return import_paths.trusted_tree() + import_paths.code_tree() + sys.path + _package_dirs()
-
-
 def _starter():
     """One background thread that starts executors, one at a time (a framework import is CPU-bound)."""
     from concurrent.futures import ThreadPoolExecutor
@@ -776,145 +577,3 @@ def _starter():
     return _pool
 
 
-def _rss_gib(pid: int) -> float:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 2 ** 20
-    except OSError:
-        pass
-    return 0.0
-
-
-class RemoteAdapter:
-    """The adapter interface, answered by an executor. Checks cannot tell it from a local adapter:
-    the same methods, with handles where the local one returns native objects."""
-
-    def __init__(self, executor: Executor, native: Executor | None = None):
-        self._executor = executor
-        self._native = native
-        hello = executor.hello
-        self.name = hello["name"]
-        self.cpu_device = hello["cpu_device"]
-        self.gpu_device = hello["gpu_device"]
-        self.retraces_per_shape = hello["retraces_per_shape"]
-        self.parameter_type = hello["parameter_type"]
-        self.immutable_arrays = hello.get("immutable_arrays")
-        self._implements = set(hello["implements"])
-
-    def implements(self, method: str) -> bool:
-        return method in self._implements
-
-    def _owner(self, args) -> Executor:
-        for a in args:
-            if isinstance(a, Remote):
-                return a.executor
-            if isinstance(a, (list, tuple)):
-                for b in a:
-                    if isinstance(b, Remote):
-                        return b.executor
-        return self._executor
-
-    def _call(self, method, args, kwargs):
-        return self._owner(args).request("call", method=method, args=list(args), kwargs=kwargs)
-
-    def __getattr__(self, method):
-        if method.startswith("_"):
-            raise AttributeError(method)
-        return lambda *args, **kwargs: self._call(method, args, kwargs)
-
-    # answered from what a tensor handle already carries, where it is current
-    def is_tensor(self, obj) -> bool:
-        if isinstance(obj, Remote):
-            return bool(obj.meta.get("tensor")) if obj.fresh else self._call("is_tensor", [obj], {})
-        return False
-
-    def numpy(self, t):
-        if isinstance(t, Remote) and t.fresh and t.value is not None:
-            return t.value.copy()
-        return self._call("numpy", [t], {})
-
-    def dtype_name(self, t) -> str:
-        if isinstance(t, Remote) and t.fresh and "dtype" in t.meta:
-            return t.meta["dtype"]
-        return self._call("dtype_name", [t], {})
-
-    def device_of(self, t) -> str:
-        if isinstance(t, Remote) and t.fresh and "device" in t.meta:
-            return t.meta["device"]
-        return self._call("device_of", [t], {})
-
-    def import_native(self, path: str) -> Remote:
-        """A contract's native layer or function, in an executor that never imported user code."""
-        return self._native.request("import_object", path=path)
-
-
-class RemoteModule:
-    """A contract's reference module, run in the numpy-only reference executor. Answers are
-    deterministic, so each distinct call is made once."""
-
-    def __init__(self, executor: Executor, name: str):
-        self._executor, self._name = executor, name
-        self._cache: dict = {}
-
-    def __getattr__(self, function):
-        if function.startswith("_"):
-            raise AttributeError(function)
-
-        def call(*args, **kwargs):
-            key = (function, _call_key([list(args), kwargs]))
-            if key not in self._cache:
-                self._cache[key] = self._executor.request("reference", module=self._name, function=function,
-                                                          args=list(args), kwargs=kwargs)
-            value = self._cache[key]
-            return value.copy() if hasattr(value, "copy") else value
-        call.__name__ = function
-        return call
-
-
-def _package_dirs() -> list[str]:
-    """Where this package's own files lie: in an editable install (a checkout under /tmp, say) they are on no
-    sys.path entry, and the sandbox keeps visible only the directories an executor is said to read."""
-    dirs = [str(Path(__file__).resolve().parents[1])]
-    for name in ("layer_conformance.reference_impls", "layer_conformance.specs"):
-        with contextlib.suppress(ImportError, ValueError):
-            spec = importlib.util.find_spec(name)
-            dirs += list(spec.submodule_search_locations or []) if spec else []
-    return dirs
-
-
-def _no_handles(obj):
-    raise TypeError(f"a {type(obj).__name__} cannot be passed to a reference")
-
-
-def _call_key(value) -> bytes:
-    """A digest of a reference call's arguments: arrays are hashed where they lie, never copied (a key made of
-    their encoded bytes' repr held about four times every input, per call, for the run)."""
-    import hashlib
-
-    import numpy as np
-    h = hashlib.sha256()
-
-    def feed(v):
-        if isinstance(v, (np.ndarray, np.generic)) and np.asarray(v).dtype != object:
-            a = np.ascontiguousarray(v)
-            h.update(f"nd:{a.dtype.name}:{a.shape}:{isinstance(v, np.generic)}:".encode())
-            h.update(a.view(np.uint8).reshape(-1) if a.size else b"")
-        elif type(v) in (list, tuple) or (isinstance(v, tuple) and type(v).__name__ == "Size"):
-            h.update(f"{type(v).__name__}:{len(v)}[".encode())
-            for item in v:
-                feed(item)
-            h.update(b"]")
-        elif type(v) is dict and all(isinstance(k, (str, int)) for k in v):
-            h.update(f"dict:{len(v)}{{".encode())
-            for k, item in v.items():
-                h.update(repr(k).encode() + b"=")
-                feed(item)
-            h.update(b"}")
-        elif type(v) in wire.PLAIN:
-            h.update(f"{type(v).__name__}:{v!r};".encode())
-        else:
-            _no_handles(v)
-    feed(value)
-    return h.digest()

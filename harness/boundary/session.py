@@ -15,7 +15,9 @@ import tempfile
 import threading
 import time
 
-from .client import CheckTimeout, Executor, ExecutorLost, RemoteAdapter, RemoteError, RemoteModule, stderr_tail
+from .client import CheckTimeout, Executor, ExecutorLost, RemoteError
+from .remote import RemoteAdapter, RemoteModule
+from .stderr import stderr_tail
 
 LOAD_TIMEOUT = 120.0  # seconds to import a user module (a framework import can take most of it)
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -10,6 +10,9 @@ from ..dtypes import is_floating, np_dtype
 from .. import inputs as inputs_mod
 from ..protocol import NotApplicablePart
 from ..record import NotApplicable
+
+if TYPE_CHECKING:
+    from ..boundary.remote import RemoteAdapter
 
 
 class CheckFailed(AssertionError):
@@ -70,7 +73,7 @@ class CheckBlocked(Exception):
 class CheckContext:
     """Everything a check needs about one (contract, implementation, framework, device)."""
     contract: Any
-    adapter: Any
+    adapter: RemoteAdapter         # every protocol's methods, answered by the layer's executor (typed replies)
     impl: Any                      # a handle to the user's class, factory or function in its executor
     impl_name: str
     device: str = "cpu"

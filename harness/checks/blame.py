@@ -104,7 +104,7 @@ def writes_input(ctx) -> str | None:
         seen = adapter.input_changes(ctx.callable(layer), layer, ctx.case_inputs(case), [], None)
     except Exception:   # no evidence either way
         return None
-    changed = sorted(set(seen.get("forward") or []) | set(seen.get("versions") or []))
+    changed = sorted(set(seen.forward) | set(seen.versions or ()))
     return f"the call writes into its input {', '.join(repr(names[k]) for k in changed)}" if changed else None
 
 

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..compare import describe_mismatch
 from .base import CheckFailed, CheckSkipped, unexpected_error
+from ..protocol.compile import CompileStats
 from .mistakes import Findings, hint
 
 _VALUE_ERRORS = ("ConcretizationTypeError", "TracerBoolConversionError", "TracerArrayConversionError",
@@ -71,159 +72,188 @@ def _diagnose(compiler, what, got, want, eager_again, retraced=None, tol=(0.0, 0
 
 
 def check_compiled(ctx):
-    spec = ctx.contract.compiled
-    from .common import reference_forward
     from .. import inputs as inputs_mod
-    adapter, contract = ctx.adapter, ctx.contract
-    state = inputs_mod.test_state(contract)
-    differentiate = contract.gradients.declared
-    extra_rows = (1,) if adapter.retraces_per_shape else (1, 2)  # the new batch sizes: n0 + each
-    # one recompile per new size at most, unless the contract says
-    max_recompiles = len(extra_rows) if spec.max_recompiles is None else spec.max_recompiles
-    sizes_said = "one new batch size" if len(extra_rows) == 1 else f"{len(extra_rows)} new batch sizes"
-    rng = inputs_mod.rng_for(ctx.seed, contract.name, "compiled")
+    state = inputs_mod.test_state(ctx.contract)
+    rng = inputs_mod.rng_for(ctx.seed, ctx.contract.name, "compiled")  # one stream for every compiler, in turn
     details, problems = {}, Findings()  # each hint once, after all compilers' problems
+    for compiler in ctx.adapter.compilers(ctx.compile_backend):
+        run = _CompilerRun(ctx, compiler, state, rng, problems)
+        details.update(run.judge())
+        problems += run.found
+    if problems:
+        raise CheckFailed(problems.text(), **details)
+    return details
 
-    for compiler in adapter.compilers(ctx.compile_backend):
-        eager_layer = ctx.new_layer(state)
-        layer = ctx.new_layer(state)  # its own instance: compiling may change it (hybridize)
-        mapping = ctx.slot_map(layer) if layer is not None else {}
-        compiled = adapter.compile(ctx.callable(layer), layer, compiler)
-        found: list[str] = []
-        calls = {"n": 0, "raised": 0}  # raised: compiled calls that raised (a raise retraces: no recompile to judge)
 
-        def stats():
-            return adapter.compile_stats(compiled)
+class _CompilerRun:
+    """One compiler on its own instance of the layer (compiling may change it: hybridize), compiled once and
+    reused for every call, as a user's would be: every case against eager, the first case called again, other
+    batch sizes. What is wrong goes to ``found``; the hints to the check's ``Findings``, to be said once."""
 
-        def compare(label, inputs, idx, ct, training_first=False, op_by_op=False):
-            """One compiled call against one eager call; returns the compiled output (numpy). ``op_by_op``: the
-            eager call without any compiler even where the adapter's own calls trace (JAX), for the first case
-            (a layer that tells a tracer from an array is caught there); the others run the Python eagerly,
-            every call, as the adapter's calls do, and so cost a compile per program, not per primitive."""
-            calls["n"] += 1
-            try:
-                if training_first:  # traced in training mode first: evaluation must still be honoured
-                    adapter.compiled_call(compiled, inputs, training=True)
-                if differentiate and idx:
-                    c_out, c_in, c_state = adapter.compiled_vjp(compiled, layer, inputs, idx, ct)
-                else:
-                    c_out, c_in, c_state = adapter.compiled_call(compiled, inputs), [None] * len(inputs), {}
-            except (CheckSkipped, CheckFailed):
-                raise
-            except Exception as exc:
-                text = unexpected_error(exc)
-                why = ""
-                if any(k in text for k in _VALUE_ERRORS) or "Symbol" in text:
-                    why = hint("compiled_reads_value")
-                calls["raised"] += 1
-                found.append(f"{label}: under {compiler} the layer raises {text}.")
-                problems.say(why)
-                return None
-            if differentiate and idx:
-                e_out, e_in, e_state = adapter.eager_vjp(ctx.callable(eager_layer), eager_layer, inputs, idx, ct,
-                                                         op_by_op=op_by_op)
-            else:
-                e_out, e_in, e_state = adapter.eager_call(ctx.callable(eager_layer), inputs, op_by_op=op_by_op), \
-                    [None] * len(inputs), {}
-            got, want = _np(adapter, c_out), _np(adapter, e_out)
-            pairs = [("output", got, want)]
-            names = list(contract.cases[0].inputs) if len(contract.cases[0].inputs) == len(inputs) else \
-                [str(i) for i in range(len(inputs))]
-            pairs += [(f"gradient for input {names[i]!r}", _np(adapter, c_in[i]), _np(adapter, e_in[i])) for i in idx]
-            if differentiate and layer is not None:
-                slots = [s for s in contract.differentiated(contract.cases[0])[2] if s in mapping]
-                pairs += [(f"gradient for slot {s!r}", _np(adapter, c_state.get(mapping[s])),
-                           _np(adapter, e_state.get(mapping[s]))) for s in slots]
-            for what, g, w in pairs:
-                if g is None and w is None:
-                    continue
-                if g is None or w is None:
-                    found.append(f"{label}: the {what} is {'None' if g is None else 'present'} under {compiler} "
-                                 f"but {'None' if w is None else 'present'} eagerly")
-                    continue
-                if g.shape != w.shape or g.dtype != w.dtype:
-                    found.append(f"{label}: the {what} under {compiler} has shape {list(g.shape)} and dtype "
-                                 f"{g.dtype}, eagerly {list(w.shape)} and {w.dtype}")
-                    continue
-                rtol, atol = ctx.tolerance("compiled", str(w.dtype))
-                diff = describe_mismatch(g, w, rtol, atol, what=f"{label}: {what} under {compiler} vs eager")
-                if diff:
-                    again = retraced = None
-                    if what == "output":
-                        again = _np(adapter, adapter.eager_call(ctx.callable(eager_layer), inputs, op_by_op=op_by_op))
-                        if op_by_op:  # where the adapter's calls do not trace, this is the eager value again
-                            retraced = _np(adapter, adapter.eager_call(ctx.callable(eager_layer), inputs,
-                                                                       op_by_op=False))
-                    found.append(diff)
-                    problems.say(_diagnose(compiler, what, g, w, again, retraced, (rtol, atol)))
-            return got
+    def __init__(self, ctx, compiler: str, state, rng, hints: Findings):
+        self.ctx, self.compiler, self.state, self.rng, self.hints = ctx, compiler, state, rng, hints
+        self.adapter, self.contract = ctx.adapter, ctx.contract
+        self.differentiate = ctx.contract.gradients.declared
+        self.eager_layer = ctx.new_layer(state)
+        self.layer = ctx.new_layer(state)
+        self.mapping = ctx.slot_map(self.layer) if self.layer is not None else {}
+        self.compiled = self.adapter.compile(ctx.callable(self.layer), self.layer, compiler)
+        self.found: list[str] = []
+        self.compared = 0  # compiled calls compared with eager ones
+        self.raised = 0    # compiled calls that raised (a raise retraces: no recompile to judge)
 
-        # every case, in evaluation mode, after a training-mode trace where the layer has modes
-        modes = bool(contract.modes) and layer is not None
+    def stats(self) -> CompileStats:
+        return self.adapter.compile_stats(self.compiled)
+
+    def judge(self) -> dict:
+        """Every part in turn; this compiler's details."""
+        self.called_again(*self.every_case())
+        details, batch_note = self.other_batches()
+        final = self.stats()
+        details[self.compiler] = {"traces": final.traces, "graphs": final.graphs,
+                                  "graph_breaks": sorted(set(final.breaks)), "calls_compared": self.compared}
+        if batch_note:
+            details[self.compiler]["batch"] = f"not checked: {batch_note}"
+        return details
+
+    def every_case(self):
+        """Every case, in evaluation mode, after a training-mode trace where the layer has modes; then whether a
+        trace ran, and the graph breaks. Returns the first case's (case, inputs, differentiated, cotangent)."""
+        from .common import reference_forward
+        ctx, contract, compiler = self.ctx, self.contract, self.compiler
+        modes = bool(contract.modes) and self.layer is not None
         first = None
         for n, case in enumerate(contract.cases):
             inputs = ctx.case_inputs(case)
             _, idx, _ = contract.differentiated(case)
-            ct = rng.standard_normal(reference_forward(ctx, inputs, state).shape)  # numpy: no extra eager run
+            ct = self.rng.standard_normal(reference_forward(ctx, inputs, self.state).shape)  # numpy: no eager run
             if first is None:
                 first = (case, inputs, idx, ct)
-            compare(f"case {case.name!r}", inputs, idx, ct, training_first=modes and n == 0, op_by_op=n == 0)
-        after_cases = stats()
-        if after_cases["traces"] < 1:
-            found.append(f"{compiler} compiled nothing: no trace ran, so the layer ran eagerly (the compiler "
-                         f"skipped it)")
-        if after_cases["breaks"] and not spec.allow_graph_breaks:
-            reasons = sorted(set(after_cases["breaks"]))
-            found.append(f"{compiler} broke the graph {len(after_cases['breaks'])} time(s): "
-                         f"{'; '.join(reasons)}; the layer is not captured as one graph (a contract may allow "
-                         f"breaks with `compiled: {{allow_graph_breaks: reason}}`)")
+            self.compare(f"case {case.name!r}", inputs, idx, ct, training_first=modes and n == 0, op_by_op=n == 0)
+        after_cases = self.stats()
+        if after_cases.traces < 1:
+            self.found.append(f"{compiler} compiled nothing: no trace ran, so the layer ran eagerly (the compiler "
+                              f"skipped it)")
+        if after_cases.breaks and not contract.compiled.allow_graph_breaks:
+            reasons = sorted(set(after_cases.breaks))
+            self.found.append(f"{compiler} broke the graph {len(after_cases.breaks)} time(s): "
+                              f"{'; '.join(reasons)}; the layer is not captured as one graph (a contract may allow "
+                              f"breaks with `compiled: {{allow_graph_breaks: reason}}`)")
+        return first
 
-        # the same call again: a compiled program must be reused
-        case, inputs, idx, ct = first
-        before = stats()
-        compare(f"case {case.name!r} called again", inputs, idx, ct)
-        again = stats()
+    def called_again(self, case, inputs, idx, ct):
+        """The same call again: a compiled program must be reused."""
+        before = self.stats()
+        self.compare(f"case {case.name!r} called again", inputs, idx, ct)
+        again = self.stats()
         # a call that raised traces again on the next call whatever the layer does: that is the raise, said above
-        if again["traces"] > before["traces"] and not calls["raised"]:
-            guards = again["guard_failures"][len(before["guard_failures"]):]
-            found.append(f"{compiler} recompiled on a second call with identical inputs"
-                         + (f" (guard failed: {'; '.join(guards)})" if guards else "")
-                         + ": the compiled program depends on Python state that changes from call to call "
-                           "(a global or attribute the forward or backward reads, a counter); it recompiles on "
-                           "every call")
+        if again.traces > before.traces and not self.raised:
+            guards = again.guard_failures[len(before.guard_failures):]
+            self.found.append(f"{self.compiler} recompiled on a second call with identical inputs"
+                              + (f" (guard failed: {'; '.join(guards)})" if guards else "")
+                              + ": the compiled program depends on Python state that changes from call to call "
+                                "(a global or attribute the forward or backward reads, a counter); it recompiles "
+                                "on every call")
 
-        # other batch sizes
+    def other_batches(self) -> tuple[dict, str | None]:
+        """Other batch sizes: at most ``max_recompiles`` recompiles (one per new size unless the contract says).
+        Returns (details, why the batch sizes were not checked, or None)."""
+        from .common import reference_forward
+        ctx, contract, spec = self.ctx, self.contract, self.contract.compiled
+        extra_rows = (1,) if self.adapter.retraces_per_shape else (1, 2)  # the new batch sizes: n0 + each
+        max_recompiles = len(extra_rows) if spec.max_recompiles is None else spec.max_recompiles
+        sizes_said = "one new batch size" if len(extra_rows) == 1 else f"{len(extra_rows)} new batch sizes"
         bcase = _batch_case(ctx)
-        batch_note = None
         if bcase is None:
-            batch_note = "no case has a literal leading batch dimension shared by its inputs"
+            return {}, "no case has a literal leading batch dimension shared by its inputs"
+        batch_note = None
+        binputs = ctx.case_inputs(bcase)
+        _, bidx, _ = contract.differentiated(bcase)
+        n0 = binputs[0].shape[0]
+        before = self.stats()
+        for n in (n0 + k for k in extra_rows):
+            resized = _resized(binputs, n)
+            try:
+                shape = reference_forward(ctx, resized, self.state).shape
+            except Exception as exc:  # the leading dimension is not free for this contract
+                batch_note = f"the reference refuses {n} rows of case {bcase.name!r}: {unexpected_error(exc)}"
+                break
+            self.compare(f"case {bcase.name!r} with batch {n}", resized, bidx, self.rng.standard_normal(shape))
+        after = self.stats()
+        recompiles = after.traces - before.traces
+        if recompiles > max_recompiles and not self.raised:
+            guards = after.guard_failures[len(before.guard_failures):]
+            self.found.append(f"{self.compiler} recompiled {recompiles} times for {sizes_said}, more than the "
+                              f"{max_recompiles} allowed (`compiled: {{max_recompiles: N}}`)"
+                              + (f" (guards: {'; '.join(guards[:3])})" if guards else ""))
+        return {f"{self.compiler}: recompiles for {sizes_said}": recompiles}, batch_note
+
+    def compare(self, label, inputs, idx, ct, training_first=False, op_by_op=False):
+        """One compiled call against one eager call; returns the compiled output (numpy). ``op_by_op``: the
+        eager call without any compiler even where the adapter's own calls trace (JAX), for the first case
+        (a layer that tells a tracer from an array is caught there); the others run the Python eagerly,
+        every call, as the adapter's calls do, and so cost a compile per program, not per primitive."""
+        adapter, ctx, n = self.adapter, self.ctx, len(inputs)
+        self.compared += 1
+        try:
+            if training_first:  # traced in training mode first: evaluation must still be honoured
+                adapter.compiled_call(self.compiled, inputs, training=True)
+            if self.differentiate and idx:
+                c_out, c_in, c_state = adapter.compiled_vjp(self.compiled, self.layer, inputs, idx, ct)
+            else:
+                c_out, c_in, c_state = adapter.compiled_call(self.compiled, inputs), [None] * n, {}
+        except (CheckSkipped, CheckFailed):
+            raise
+        except Exception as exc:
+            text = unexpected_error(exc)
+            why = hint("compiled_reads_value") if any(k in text for k in _VALUE_ERRORS) or "Symbol" in text else ""
+            self.raised += 1
+            self.found.append(f"{label}: under {self.compiler} the layer raises {text}.")
+            self.hints.say(why)
+            return None
+        if self.differentiate and idx:
+            e_out, e_in, e_state = adapter.eager_vjp(ctx.callable(self.eager_layer), self.eager_layer, inputs, idx,
+                                                     ct, op_by_op=op_by_op)
         else:
-            binputs = ctx.case_inputs(bcase)
-            _, bidx, _ = contract.differentiated(bcase)
-            n0 = binputs[0].shape[0]
-            before = stats()
-            for n in (n0 + k for k in extra_rows):
-                resized = _resized(binputs, n)
-                try:
-                    shape = reference_forward(ctx, resized, state).shape
-                except Exception as exc:  # the leading dimension is not free for this contract
-                    batch_note = f"the reference refuses {n} rows of case {bcase.name!r}: {unexpected_error(exc)}"
-                    break
-                compare(f"case {bcase.name!r} with batch {n}", resized, bidx, rng.standard_normal(shape))
-            after = stats()
-            recompiles = after["traces"] - before["traces"]
-            details[f"{compiler}: recompiles for {sizes_said}"] = recompiles
-            if recompiles > max_recompiles and not calls["raised"]:
-                guards = after["guard_failures"][len(before["guard_failures"]):]
-                found.append(f"{compiler} recompiled {recompiles} times for {sizes_said}, more than the "
-                             f"{max_recompiles} allowed (`compiled: {{max_recompiles: N}}`)"
-                             + (f" (guards: {'; '.join(guards[:3])})" if guards else ""))
-        final = stats()
-        details[compiler] = {"traces": final["traces"], "graphs": final["graphs"],
-                             "graph_breaks": sorted(set(final["breaks"])), "calls_compared": calls["n"]}
-        if batch_note:
-            details[compiler]["batch"] = f"not checked: {batch_note}"
-        problems += found
-    if problems:
-        raise CheckFailed(problems.text(), **details)
-    return details
+            e_out, e_in, e_state = adapter.eager_call(ctx.callable(self.eager_layer), inputs, op_by_op=op_by_op), \
+                [None] * n, {}
+        got = _np(adapter, c_out)
+        for what, g, w in self._pairs(got, _np(adapter, e_out), idx, c_in, e_in, c_state, e_state, n):
+            self._compare_one(label, what, g, w, inputs, op_by_op)
+        return got
+
+    def _pairs(self, got, want, idx, c_in, e_in, c_state, e_state, n) -> list:
+        """(what, compiled, eager) as numpy: the output, each differentiated input's gradient, each slot's."""
+        adapter, contract, mapping = self.adapter, self.contract, self.mapping
+        pairs = [("output", got, want)]
+        names = list(contract.cases[0].inputs) if len(contract.cases[0].inputs) == n else [str(i) for i in range(n)]
+        pairs += [(f"gradient for input {names[i]!r}", _np(adapter, c_in[i]), _np(adapter, e_in[i])) for i in idx]
+        if self.differentiate and self.layer is not None:
+            slots = [s for s in contract.differentiated(contract.cases[0])[2] if s in mapping]
+            pairs += [(f"gradient for slot {s!r}", _np(adapter, c_state.get(mapping[s])),
+                       _np(adapter, e_state.get(mapping[s]))) for s in slots]
+        return pairs
+
+    def _compare_one(self, label, what, g, w, inputs, op_by_op):
+        compiler, adapter, ctx = self.compiler, self.adapter, self.ctx
+        if g is None and w is None:
+            return
+        if g is None or w is None:
+            self.found.append(f"{label}: the {what} is {'None' if g is None else 'present'} under {compiler} "
+                              f"but {'None' if w is None else 'present'} eagerly")
+            return
+        if g.shape != w.shape or g.dtype != w.dtype:
+            self.found.append(f"{label}: the {what} under {compiler} has shape {list(g.shape)} and dtype "
+                              f"{g.dtype}, eagerly {list(w.shape)} and {w.dtype}")
+            return
+        rtol, atol = ctx.tolerance("compiled", str(w.dtype))
+        diff = describe_mismatch(g, w, rtol, atol, what=f"{label}: {what} under {compiler} vs eager")
+        if diff:
+            again = retraced = None
+            if what == "output":
+                again = _np(adapter, adapter.eager_call(ctx.callable(self.eager_layer), inputs, op_by_op=op_by_op))
+                if op_by_op:  # where the adapter's calls do not trace, this is the eager value again
+                    retraced = _np(adapter, adapter.eager_call(ctx.callable(self.eager_layer), inputs,
+                                                               op_by_op=False))
+            self.found.append(diff)
+            self.hints.say(_diagnose(compiler, what, g, w, again, retraced, (rtol, atol)))

@@ -24,6 +24,7 @@ from .. import inputs as inputs_mod
 from ..compare import describe_mismatch, tolerance
 from ..errors import missing_dependency
 from .base import CheckFailed, CheckSkipped, unexpected_error
+from ..protocol.export import ExportNotes
 from ..record import NotApplicable
 from .mistakes import HINTS, hint
 
@@ -121,19 +122,7 @@ def check_export(ctx):
         finally:
             saved_formats.put(None)  # nothing more to load
         if saved:
-            # the original's outputs and gradients, once per case, after saving: the saved layer is the one
-            # these calls start from (a call may advance its state: an RNG counter, running statistics)
-            original = []
-            for name, inputs, case in cases:
-                out = ctx.output_numpy(ctx.run(layer, inputs))
-                run = _differentiation(ctx, name, case, out)
-                original.append((out, _grads(adapter, obj, layer, inputs, run[0], run[1]) if run else None, {}))
-            # a format holding a traced program (a SavedModel's graph) is promised bit-equality to that
-            # program run in this process
-            for fmt, notes in saved.items():
-                if notes.get("runs_as") is not None:
-                    for (_, inputs, _), (_, _, traced) in zip(cases, original):
-                        traced[fmt] = ctx.output_numpy(adapter.call(notes["runs_as"], inputs))
+            original = _original(ctx, obj, layer, cases, saved)
             ran = loading.result()
             for fmt, notes in saved.items():
                 outcome[fmt] = _compare_format(ctx, fmt, notes, ran[fmt], cases, original, problems)
@@ -150,6 +139,24 @@ def check_export(ctx):
     if all(v.startswith("skipped") for v in outcome.values()):
         raise NotApplicable("; ".join(f"{f}: {v[len('skipped: '):]}" for f, v in outcome.items()), code="parts")
     return details
+
+
+def _original(ctx, obj, layer, cases, saved: dict[str, ExportNotes]) -> list:
+    """The original's outputs and gradients, once per case, after saving: the saved layer is the one these calls
+    start from (a call may advance its state: an RNG counter, running statistics). Per case: (output, gradients
+    or None, {format: the output of the traced program it holds})."""
+    adapter, original = ctx.adapter, []
+    for name, inputs, case in cases:
+        out = ctx.output_numpy(ctx.run(layer, inputs))
+        run = _differentiation(ctx, name, case, out)
+        original.append((out, _grads(adapter, obj, layer, inputs, run[0], run[1]) if run else None, {}))
+    # a format holding a traced program (a SavedModel's graph) is promised bit-equality to that program run in
+    # this process
+    for fmt, notes in saved.items():
+        if notes.runs_as is not None:
+            for (_, inputs, _), (_, _, traced) in zip(cases, original):
+                traced[fmt] = ctx.output_numpy(adapter.call(notes.runs_as, inputs))
+    return original
 
 
 def _differentiation(ctx, name, case, out):
@@ -241,7 +248,7 @@ def _said(message: str, why: str) -> str:
     return f"{message} ({why})" if why else message
 
 
-def _compare_format(ctx, fmt, notes, ran, cases, original, problems) -> str:
+def _compare_format(ctx, fmt, notes: ExportNotes, ran, cases, original, problems) -> str:
     """Compare what the fresh process gave for one format with the original; returns the format's outcome
     and appends its problems."""
     if ran[0] == "skipped":
@@ -253,8 +260,8 @@ def _compare_format(ctx, fmt, notes, ran, cases, original, problems) -> str:
         problems.append(_said(f"{fmt}: loading in a fresh process failed: {text}", _load_hint(fmt, text)))
         return "failed"
     _, has_state, runs = ran
-    kept = notes.get("gradients", "kept")
-    traced_program = notes.get("runs_as") is not None
+    kept = notes.gradients
+    traced_program = notes.runs_as is not None
     dropped, eager_gap = [], 0.0
     for (name, inputs, _), (out, grads, traced), (got, g_loaded, error) in zip(cases, original, runs):
         if traced_program:
@@ -272,7 +279,7 @@ def _compare_format(ctx, fmt, notes, ran, cases, original, problems) -> str:
         if not _same(got, out):
             diff = describe_mismatch(got, out, 0.0, 0.0, what="outputs") if got.shape == out.shape else \
                 f"shape {list(got.shape)} {got.dtype}, original {list(out.shape)} {out.dtype}"
-            against = notes.get("runs_as_what", "the original") if traced_program else "the original"
+            against = (notes.runs_as_what or "the original") if traced_program else "the original"
             problems.append(_said(f"{fmt}: case {name!r}: loaded in a fresh process, the layer is not "
                                   f"bit-equal to {against}: {diff}", _format_hint("export_value", fmt)))
             return "failed"
@@ -290,10 +297,10 @@ def _compare_format(ctx, fmt, notes, ran, cases, original, problems) -> str:
             return "failed"
     if dropped:  # the values were compared; the backward the format cannot hold is recorded, not failed
         return f"passed (values); gradients skipped: {kept} (measured: {dropped[0]})"
-    extra = [f"bit-equal to {notes.get('runs_as_what', 'the saved program run in the original process')}; "
+    extra = [f"bit-equal to {notes.runs_as_what or 'the saved program run in the original process'}; "
              f"eager execution differs by up to {eager_gap:.3g}"] if eager_gap else []
-    if notes.get("without_option"):
-        extra.append(f"without experimental_custom_gradients: {notes['without_option']}")
+    if notes.without_option:
+        extra.append(f"without experimental_custom_gradients: {notes.without_option}")
     return "passed" + (f" ({'; '.join(extra)})" if extra else "")
 
 

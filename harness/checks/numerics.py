@@ -272,18 +272,11 @@ def _alone(ctx, case, layer, inputs, names, right, cotangent, ref, rule, problem
                                  f"backward tests {_input_grad_flags(ctx)} with k the input's own position")
 
 
-def check_gradients(ctx):
-    """Gradients w.r.t. inputs and trainable slots against the reference VJP (true or surrogate)."""
+def _worked_examples(ctx, state, rule, problems):
+    """The contract's worked examples of the gradient, each against its expected values; returns the state the
+    layer was last built with."""
     contract, adapter = ctx.contract, ctx.adapter
-    grads_spec = contract.gradients
-    mode = grads_spec.mode
-    rule = "declared surrogate rule" + (f" ({grads_spec.rule})" if grads_spec.rule else "") \
-        if mode == "surrogate" else "reference derivative"
-    _, _, ref_vjp = reference(contract)
-    state = inputs_mod.test_state(contract)
-    problems, notes = Findings(), []
-
-    for example in grads_spec.worked_examples:
+    for example in contract.gradients.worked_examples:
         names = list(contract.cases[0].inputs)
         dtypes = {n: s.dtype for n, s in contract.cases[0].inputs.items()}
         x = [np.asarray(example.inputs[n], dtype=np_dtype(dtypes[n])) for n in names]
@@ -301,6 +294,20 @@ def check_gradients(ctx):
             bad = _compare_grad(ctx, label, grads[i], want, x[i], rule, _rule_recorded(ctx, layer, x, idx))
             if bad:
                 problems.add(*bad)
+    return state
+
+
+def check_gradients(ctx):
+    """Gradients w.r.t. inputs and trainable slots against the reference VJP (true or surrogate)."""
+    contract, adapter = ctx.contract, ctx.adapter
+    grads_spec = contract.gradients
+    mode = grads_spec.mode
+    rule = "declared surrogate rule" + (f" ({grads_spec.rule})" if grads_spec.rule else "") \
+        if mode == "surrogate" else "reference derivative"
+    _, _, ref_vjp = reference(contract)
+    state = inputs_mod.test_state(contract)
+    problems, notes = Findings(), []
+    state = _worked_examples(ctx, state, rule, problems)
 
     rng = inputs_mod.rng_for(ctx.seed, contract.name, "gradients")
     for case in contract.cases:

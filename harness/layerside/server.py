@@ -17,7 +17,7 @@ import os
 import sys
 import threading
 
-from .. import binding, wire
+from .. import binding, protocol, wire
 from . import fingerprint as own_code
 from .files import FileRecorder, _held_files  # noqa: F401  (_held_files: tests reach it here)
 # the zygote's part (serve_warm: boundary/warm.py's entry names it here)
@@ -262,7 +262,7 @@ class Server:
         if method.startswith("_"):
             raise AttributeError(method)
         self.calling = method
-        return getattr(self.adapter, method)(*args, **(kwargs or {}))
+        return protocol.typed_reply(method, getattr(self.adapter, method)(*args, **(kwargs or {})))
 
     def op_load(self, spec: str, constructor: dict | None = None):
         """Import ``module:attr``; report what the import changed in process-global state and, for a

@@ -4,7 +4,11 @@ The layer side implements this protocol per framework in ``layerside/<framework>
 calls it through ``boundary.client.RemoteAdapter``. Imports nothing but the standard library and ``wire``."""
 from __future__ import annotations
 
-from . import NotApplicable
+from dataclasses import dataclass
+
+from .. import wire
+from . import NotApplicablePart
+from .not_applicable import NotApplicable
 
 
 class BatchingProtocol:
@@ -18,8 +22,16 @@ class BatchingProtocol:
         raise NotImplementedError
 
     def vmap_vjp(self, fn, inputs: list, in_axes: list, axis: int, wrt: list[int], cotangent,
-                 required: bool = False) -> dict:
-        """For a function: {"grad_of_vmap": the gradient of sum(vmap(fn)(*inputs) * cotangent),
-        "vmap_of_grad": each example's gradient of sum(fn(*example) * its cotangent), vectorised}, each a list
-        with one gradient per input (None outside ``wrt``). ``NotApplicable`` as ``vmap_call``."""
+                 required: bool = False) -> VmapGrads:
+        """For a function: the gradient of the vectorised function and the vectorised gradient, a ``VmapGrads``.
+        ``NotApplicable`` as ``vmap_call``."""
         raise NotImplementedError
+
+
+@wire.reply("batching.VmapGrads")
+@dataclass(frozen=True)
+class VmapGrads:
+    """``vmap_vjp``: a function's gradients taken both ways round the vectorising transform, each one gradient per
+    input (native; None outside ``wrt``), or n/a where the framework cannot take it that way."""
+    grad_of_vmap: tuple | NotApplicablePart  # the gradient of sum(vmap(fn)(*inputs) * cotangent)
+    vmap_of_grad: tuple | NotApplicablePart  # each example's gradient of sum(fn(*example) * its cotangent), vectorised

@@ -4,7 +4,10 @@ The layer side implements this protocol per framework in ``layerside/<framework>
 calls it through ``boundary.client.RemoteAdapter``. Imports nothing but the standard library and ``wire``."""
 from __future__ import annotations
 
-from . import NotApplicable
+from dataclasses import dataclass
+
+from .. import wire
+from .not_applicable import NotApplicable
 
 
 class CompileProtocol:
@@ -33,9 +36,8 @@ class CompileProtocol:
         """``vjp`` with the forward and backward computed by the compiled program (eval mode)."""
         raise NotImplementedError
 
-    def compile_stats(self, compiled) -> dict:
-        """{"traces": times the user's Python ran under the compiler, "graphs": graphs captured,
-        "breaks": [graph-break reasons], "guard_failures": [why a compiled graph was not reused]}."""
+    def compile_stats(self, compiled) -> CompileStats:
+        """What the compiler did with ``compiled`` so far: a ``CompileStats``."""
         raise NotImplementedError
 
     def eager_call(self, fn, inputs: list, training: bool = False, op_by_op: bool = True):
@@ -54,3 +56,13 @@ class CompileProtocol:
         its fresh ones), so that a fresh process does not compile again what the layer's process compiled
         for the identical program. Frameworks without such a cache leave this out."""
         raise NotImplementedError
+
+
+@wire.reply("compile.CompileStats")
+@dataclass(frozen=True)
+class CompileStats:
+    """``compile_stats``: what the compiler did with a compiled object so far (counts since it was made)."""
+    traces: int                           # times the user's Python ran under the compiler
+    graphs: int                           # graphs captured
+    breaks: tuple[str, ...] = ()          # one reason per graph break
+    guard_failures: tuple[str, ...] = ()  # why a compiled graph was not reused, one per recompile

@@ -4,7 +4,11 @@ The layer side implements this protocol per framework in ``layerside/<framework>
 calls it through ``boundary.client.RemoteAdapter``. Imports nothing but the standard library and ``wire``."""
 from __future__ import annotations
 
-from . import NotApplicable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import wire
+from .not_applicable import NotApplicable
 
 
 class LayoutProtocol:
@@ -35,11 +39,22 @@ class LayoutProtocol:
             out, grads, _ = self.compiled_vjp(self.compile(twice, None, compiled), None, rest, wrt, cotangent)
         return out, grads[wrt[0]]
 
-    def input_changes(self, fn, layer, inputs: list, wrt: list[int], cotangent) -> dict:
+    def input_changes(self, fn, layer, inputs: list, wrt: list[int], cotangent) -> InputChanges:
         """Whether calling ``fn`` (and one backward pass for the inputs in ``wrt``) changes its inputs in place:
-        {"forward": [indices of inputs changed by the call], "backward": [changed by the backward],
-        "versions": [indices whose framework version counter moved] or None where the framework keeps none,
-        "output": native, "input_grads": [...], "state_grads": {...}}. The inputs are fresh native arrays
+        an ``InputChanges``. The inputs are fresh native arrays
         (not leaves of the graph, so that an in-place write is allowed where the framework allows it).
         ``NotApplicable`` where the framework's arrays cannot change."""
         raise NotImplementedError
+
+
+@wire.reply("layout.InputChanges")
+@dataclass(frozen=True)
+class InputChanges:
+    """``input_changes``: which inputs a call and its backward pass changed in place, and what they gave."""
+    forward: tuple[int, ...]             # indices of the inputs the call changed
+    backward: tuple[int, ...]            # indices of those the backward pass changed (and the call did not)
+    versions: tuple[int, ...] | None     # indices whose version counter moved; None where the framework keeps none
+    output: Any                          # the call's output, native
+    input_grads: tuple                   # one gradient per input, native; None outside ``wrt`` or where none came
+    state_grads: dict                    # state name -> its gradient, native, or None
+    ops: dict = field(default_factory=dict)  # input index -> the in-place operations seen writing into it, in words

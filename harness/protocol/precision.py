@@ -4,7 +4,12 @@ The layer side implements this protocol per framework in ``layerside/<framework>
 calls it through ``boundary.client.RemoteAdapter``. Imports nothing but the standard library and ``wire``."""
 from __future__ import annotations
 
-from . import NotApplicable
+from dataclasses import dataclass
+from typing import Any
+
+from .. import wire
+from . import NotApplicablePart
+from .not_applicable import NotApplicable
 
 
 class PrecisionProtocol:
@@ -19,23 +24,44 @@ class PrecisionProtocol:
         return None
 
     # -- mixed precision (the ``mixed_precision`` check) ------------------------------------------
-    def mixed_precision_policies(self, obj, function: bool = False) -> list[dict]:
+    def mixed_precision_policies(self, obj, function: bool = False) -> list[MixedPrecisionPolicy]:
         """The framework's mixed-precision mechanisms for ``obj`` (the user's class or factory; a function
-        contract's function when ``function``), each plain data: {"policy": its name, in the framework's
-        words, "variables": the dtype variables must keep, "compute": the 16-bit dtype computed in,
-        "output": the dtype the output must have, or None where the mechanism does not fix it,
-        "states_compute": the layer reports its compute dtype (Keras ``compute_dtype``), "isolated": applying
-        it changes the process for good (run in a fresh one)}, or {"policy": name, "not_applicable": why}.
-        Raises NotApplicable when the framework has none for ``obj``."""
+        contract's function when ``function``), one ``MixedPrecisionPolicy`` each. Raises NotApplicable when
+        the framework has none for ``obj``."""
         raise NotImplementedError
 
     def mixed_precision_run(self, impl, constructor, inputs: list, policy: str, assign=None, cotangent=None,
-                            wrt=()) -> dict:
+                            wrt=()) -> MixedPrecisionRun:
         """``impl`` (a handle, or ``module:attr`` in a fresh process) constructed from ``constructor`` (None for a
         function) under ``policy``, built, its state names in ``assign`` set, and called on ``inputs`` in
         inference mode; with ``cotangent``, one backward pass for the inputs in ``wrt`` and every trainable
-        variable. Returns plain data: {"mechanism": how the policy was applied, in words, "variables": {name:
-        dtype} after the call, "compute_dtype": the layer's own statement or None, "output_dtype",
-        "output": numpy (16-bit floats widened to float32), "gradients": {trainable name: dtype or None},
-        "input_dtypes", "input_gradients": [dtype or None per input], "notes": [what else was seen]}."""
+        variable. Returns a ``MixedPrecisionRun``."""
         raise NotImplementedError
+
+
+@wire.reply("precision.MixedPrecisionPolicy")
+@dataclass(frozen=True)
+class MixedPrecisionPolicy:
+    """``mixed_precision_policies``: one mixed-precision mechanism of the framework, or why it does not apply."""
+    policy: str                      # its name, in the framework's words
+    variables: str | None = None     # the dtype variables must keep
+    compute: str | None = None       # the 16-bit dtype computed in
+    output: str | None = None        # the dtype the output must have; None where the mechanism does not fix it
+    states_compute: bool = False     # the layer reports its compute dtype (Keras ``compute_dtype``)
+    isolated: bool = False           # applying it changes the process for good: run in a fresh one
+    not_applicable: NotApplicablePart | None = None  # why it does not apply (then nothing else is said)
+
+
+@wire.reply("precision.MixedPrecisionRun")
+@dataclass(frozen=True)
+class MixedPrecisionRun:
+    """``mixed_precision_run``: the layer built and called (and differentiated) under one policy, in dtypes."""
+    mechanism: str                    # how the policy was applied, in words
+    output_dtype: str                 # the output's dtype
+    output: Any                       # the output, numpy (16-bit floats widened to float32)
+    variables: dict                   # variable name -> its dtype after the call
+    gradients: dict                   # trainable name -> its gradient's dtype, or None
+    input_dtypes: tuple               # each input's dtype
+    input_gradients: tuple            # each input's gradient's dtype, or None
+    compute_dtype: str | None = None  # the layer's own statement of its compute dtype, or None
+    notes: tuple[str, ...] = ()       # what else was seen, in words
