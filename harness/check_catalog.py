@@ -6,9 +6,12 @@ reports the checks in. Importing this module imports nothing (no check, no numpy
 loader, which the plugin imports at pytest's start, can fill the schema from it.
 
 Derived from it: the tables at the end of this module; ``CHECKS`` (id -> function) in
-``layer_conformance.checks``; the contract schema's ``$defs.check_id`` (filled in when it is loaded).
+``layer_conformance.checks``; the contract schema's ``$defs.check_id`` (filled in when it is loaded); which checks
+a contract makes n/a (``contract_na``, read by ``checks.applicable.contract_says``) and the n/a of a framework
+whose adapter lacks a protocol method a check needs (``needs``, ``checks.applicable.adapter_lacks``).
 Tested against it: docs/checks.md's table of checks and the checks the hints of ``mistakes.py`` name
-(tests/meta_tests/test_check_declarations.py).
+(tests/meta_tests/test_check_declarations.py); that no other file names a check, and that its needs cover the
+protocol methods it calls (tests/meta_tests/test_adding_counts.py).
 """
 from __future__ import annotations
 
