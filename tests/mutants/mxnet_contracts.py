@@ -10,6 +10,9 @@ from mxnet.gluon import nn  # noqa: E402
 from layer_conformance.reference_impls.mxnet.causal_mask import CausalMask  # noqa: E402
 from layer_conformance.reference_impls.mxnet.rmsnorm import RMSNorm as _RMSNorm  # noqa: E402
 from layer_conformance.reference_impls.mxnet.rmsnorm_bias import RMSNorm as _RMSNormBias  # noqa: E402
+from layer_conformance.reference_impls.mxnet.softmax_cross_entropy import \
+    SoftmaxCrossEntropy as _SoftmaxCrossEntropy  # noqa: E402
+from tests.mutants.base_mxnet import Dropout, RMSNorm  # noqa: E402
 from tests.mutants.catalogue import Mutant  # noqa: E402
 
 
@@ -161,26 +164,16 @@ def softmax_ce_naive(logits, labels):
     return -(labels * nd.log(p)).sum(axis=-1)
 
 
-class SoftmaxCEGradToLabels(autograd.Function):
+class SoftmaxCEGradToLabels(_SoftmaxCrossEntropy):
     """Returns -g log p for the labels instead of zero."""
-    def forward(self, logits, labels):
-        log_p = nd.log_softmax(logits, axis=-1)
-        self.save_for_backward(log_p, labels)
-        return -(labels * log_p).sum(axis=-1)
-
     def backward(self, g):
         log_p, labels = self.saved_tensors
         g = g.expand_dims(-1)
         return g * (nd.exp(log_p) - labels), -g * log_p
 
 
-class SoftmaxCEMissingY(autograd.Function):
+class SoftmaxCEMissingY(_SoftmaxCrossEntropy):
     """Returns p instead of p - y."""
-    def forward(self, logits, labels):
-        log_p = nd.log_softmax(logits, axis=-1)
-        self.save_for_backward(log_p, labels)
-        return -(labels * log_p).sum(axis=-1)
-
     def backward(self, g):
         log_p, labels = self.saved_tensors
         return g.expand_dims(-1) * nd.exp(log_p), nd.zeros_like(labels)
@@ -213,19 +206,17 @@ class ClampSTEGradToBounds(_Clamp):
 
 # --- rmsnorm_bias ----------------------------------------------------------------------------
 
-class BiasAlwaysCreated(nn.Block):
+class BiasAlwaysCreated(RMSNorm):
     """Creates the bias whatever the flag says (and only uses it when asked): the saved state
     does not change shape, so a bias-free checkpoint is indistinguishable."""
     def __init__(self, d, eps=1e-6, bias=False, **kwargs):
-        super().__init__(**kwargs)
+        super().__init__(d, eps, **kwargs)
         with self.name_scope():
-            self.gain = self.params.get('gain', shape=(d,), init=init.One())
             self.bias = self.params.get('bias', shape=(d,), init=init.Zero())
         self.use_bias = bias
-        self.eps = eps
 
     def forward(self, X):
-        Y = self.gain.data(X.context) * X / nd.sqrt((X ** 2).mean(axis=-1, keepdims=True) + self.eps)
+        Y = super().forward(X)
         return Y + self.bias.data(X.context) if self.use_bias else Y
 
 
@@ -247,71 +238,46 @@ class BiasBeforeScale(_RMSNormBias):
 
 # --- dropout ---------------------------------------------------------------------------------
 
-def _drop(X, p):
-    keep = nd.random.uniform(0, 1, shape=X.shape, ctx=X.context, dtype=X.dtype) >= p
-    return X * keep / (1.0 - p)
-
-
-class DropoutOwnFlag(nn.Block):
+class DropoutOwnFlag(Dropout):
     """Consults its own flag, set once in __init__: autograd.predict_mode() never reaches it."""
     def __init__(self, p=0.5, **kwargs):
-        super().__init__(**kwargs)
-        self.p = p
+        super().__init__(p, **kwargs)
         self.is_training = True
 
     def forward(self, X):
-        return _drop(X, self.p) if self.is_training else X
+        return self.drop(X) if self.is_training else X
 
 
-class DropoutRecordingFlag(nn.Block):
+class DropoutRecordingFlag(Dropout):
     """Takes 'autograd is recording' for 'training': train_mode() without record() never drops,
     and record(train_mode=False), as in evaluation with gradients, would."""
-    def __init__(self, p=0.5, **kwargs):
-        super().__init__(**kwargs)
-        self.p = p
-
     def forward(self, X):
-        return _drop(X, self.p) if autograd.is_recording() else X
+        return self.drop(X) if autograd.is_recording() else X
 
 
-class DropoutKeepsP(nn.Block):
+class DropoutKeepsP(Dropout):
     """Keeps with probability p instead of dropping with it."""
-    def __init__(self, p=0.5, **kwargs):
-        super().__init__(**kwargs)
-        self.p = p
-
-    def forward(self, X):
-        if not autograd.is_training():
-            return X
+    def drop(self, X):
         keep = nd.random.uniform(0, 1, shape=X.shape, ctx=X.context, dtype=X.dtype) < self.p
         return X * keep / self.p
 
 
-class DropoutNoRescale(nn.Block):
+class DropoutNoRescale(Dropout):
     """Zeroes but does not rescale the survivors: the expected activation shrinks in training."""
-    def __init__(self, p=0.5, **kwargs):
-        super().__init__(**kwargs)
-        self.p = p
-
-    def forward(self, X):
-        if not autograd.is_training():
-            return X
-        return X * (nd.random.uniform(0, 1, shape=X.shape, ctx=X.context, dtype=X.dtype) >= self.p)
+    def drop(self, X):
+        return X * self.keep(X)
 
 
-class DropoutFixedMask(nn.Block):
+class DropoutFixedMask(Dropout):
     """Draws the mask once, at the first call, and reuses it."""
     def __init__(self, p=0.5, **kwargs):
-        super().__init__(**kwargs)
-        self.p = p
+        super().__init__(p, **kwargs)
         self.mask = None
 
-    def forward(self, X):
-        if not autograd.is_training():
-            return X
+    def keep(self, X):
         if self.mask is None or self.mask.shape != X.shape:
-            self.mask = nd.random.uniform(0, 1, shape=X.shape, ctx=X.context, dtype=X.dtype) >= self.p
-        return X * self.mask / (1.0 - self.p)
+            self.mask = super().keep(X)
+        return self.mask
 
 
 # --- properties: centered, causal_mask -------------------------------------------------------

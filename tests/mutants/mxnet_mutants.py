@@ -1,4 +1,6 @@
-"""Broken MXNet Gluon 1.9.1 layers, one per known mistake. Each is caught in tests/test_mutants.py."""
+"""Broken MXNet Gluon 1.9.1 layers, one per known mistake: each layer is a correct one of
+tests/mutants/base_mxnet.py (or a bundled reference) with the method its mistake lives in overridden. Each is
+caught in tests/test_mutants.py."""
 from layer_conformance.layerside.mxnet_shim import apply
 
 apply()  # before importing mxnet: it needs numpy's removed aliases
@@ -9,59 +11,37 @@ from mxnet.gluon import nn  # noqa: E402
 from layer_conformance.reference_impls.mxnet.causal_mask import CausalMask  # noqa: E402
 from layer_conformance.reference_impls.mxnet.rmsnorm import RMSNorm as _RMSNorm  # noqa: E402
 from layer_conformance.reference_impls.mxnet.round_ste import RoundSTE  # noqa: E402
+from tests.mutants.base_mxnet import RMSNorm  # noqa: E402
 from tests.mutants.catalogue import Mutant  # noqa: E402
 
 
-def _rms(X, eps):
-    return nd.sqrt((X ** 2).mean(axis=-1, keepdims=True) + eps)
-
-
-class GainAttributeParameter(nn.Block):
+class GainAttributeParameter(RMSNorm):
     """The 2.0 style from the seed: a gluon.Parameter assigned as a plain attribute. On 1.9.1 it
     is not in collect_params(), so initialize() skips it and no Trainer sees it."""
-    def __init__(self, d, eps=1e-6, **kwargs):
-        super().__init__(**kwargs)
+    def make_gain(self, d):
         self.gain = gluon.Parameter('gain', shape=(d,), init=init.One())
-        self.eps = eps
-
-    def forward(self, X):
-        return self.gain.data(X.context) * X / _rms(X, self.eps)
 
 
-class GainInList(nn.Block):
+class GainInList(RMSNorm):
     """The gain inside a plain Python list: also invisible to collect_params()."""
-    def __init__(self, d, eps=1e-6, **kwargs):
-        super().__init__(**kwargs)
+    def make_gain(self, d):
         self.weights = [gluon.Parameter('gain', shape=(d,), init=init.One())]
-        self.eps = eps
 
     def forward(self, X):
-        return self.weights[0].data(X.context) * X / _rms(X, self.eps)
+        return self.weights[0].data(X.context) * X / self.rms(X)
 
 
-class EpsOutsideSqrt(nn.Block):
+class EpsOutsideSqrt(RMSNorm):
     """x / (sqrt(mean x^2) + eps): right for large rows, wrong where mean square ~ eps."""
-    def __init__(self, d, eps=1e-6, **kwargs):
-        super().__init__(**kwargs)
-        with self.name_scope():
-            self.gain = self.params.get('gain', shape=(d,), init=init.One())
-        self.eps = eps
-
-    def forward(self, X):
-        return self.gain.data(X.context) * X / (nd.sqrt((X ** 2).mean(axis=-1, keepdims=True)) + self.eps)
+    def rms(self, X):
+        return nd.sqrt((X ** 2).mean(axis=-1, keepdims=True)) + self.eps
 
 
-class BatchMeanSquare(nn.Block):
+class BatchMeanSquare(RMSNorm):
     """RMSNorm with `.mean()` left without its axis: one mean square over the whole batch, a batch statistic
     that mixes every example into every other's output."""
-    def __init__(self, d, eps=1e-6, **kwargs):
-        super().__init__(**kwargs)
-        with self.name_scope():
-            self.gain = self.params.get('gain', shape=(d,), init=init.One())
-        self.eps = eps
-
-    def forward(self, X):
-        return self.gain.data(X.context) * X / nd.sqrt((X ** 2).mean() + self.eps)
+    def rms(self, X):
+        return nd.sqrt((X ** 2).mean() + self.eps)
 
 
 def _triu(max_len):
@@ -129,22 +109,19 @@ class LoadIgnoresKeys(_RMSNorm):
         super().load_parameters(filename, ctx=ctx, allow_missing=True, ignore_extra=True, **kwargs)
 
 
-class GainUnitsFlattened(nn.Block):
+class GainUnitsFlattened(RMSNorm):
     """RMSNorm that leaves its gain's size to deferred initialisation (shape (0,), as nn.Dense(in_units=0) does)
     and infers it the way nn.Dense(flatten=True) infers in_units, from every axis after the first: right when the
     first call is [batch, d], but a first call on [batch, time, d] makes a gain of time * d, and every later call
     fails. A build whose first call is [batch, d] cannot tell."""
-    def __init__(self, d, eps=1e-6, **kwargs):
-        super().__init__(**kwargs)
-        with self.name_scope():
-            self.gain = self.params.get('gain', shape=(0,), init=init.One(), allow_deferred_init=True)
-        self.eps = eps
+    def make_gain(self, d):
+        self.gain = self.params.get('gain', shape=(0,), init=init.One(), allow_deferred_init=True)
 
     def forward(self, X):
         if not self.gain._data:
             self.gain.shape = (int(np.prod(X.shape[1:])),)
             self.gain._finish_deferred_init()
-        return self.gain.data(X.context) * X / _rms(X, self.eps)
+        return super().forward(X)
 
 
 class DropsNaNRows(nn.HybridBlock):
