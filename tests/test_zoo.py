@@ -184,4 +184,4 @@ def test_the_harness_error_instrument_names_harness_code_and_not_the_layer(tmp_p
         layer()
     note_harness_error(layer_raised.value)
     lines = said.read_text().splitlines()
-    assert len(lines) == 1 and "walk.py" in lines[0] and "in visit)" in lines[0], lines
+    assert len(lines) == 1 and "common.py" in lines[0] and "in visit)" in lines[0], lines
