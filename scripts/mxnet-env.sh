@@ -17,4 +17,4 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     "$venv/bin/python" -m pip install -q -e . --no-deps
     echo "$want" > "$stamp"
 fi
-"$venv/bin/python" -c "from layer_conformance.layerside.adapters.mxnet_shim import apply; apply(); import mxnet; print('mxnet', mxnet.__version__, 'in', '$venv')"
+"$venv/bin/python" -c "from layer_conformance.layerside.mxnet_shim import apply; apply(); import mxnet; print('mxnet', mxnet.__version__, 'in', '$venv')"

@@ -1,5 +1,5 @@
 """Gluon blocks that run imperatively but cannot be exported (the export check)."""
-from layer_conformance.layerside.adapters.mxnet_shim import apply
+from layer_conformance.layerside.mxnet_shim import apply
 
 apply()  # before importing mxnet: it needs numpy's removed aliases
 from mxnet import init, nd  # noqa: E402

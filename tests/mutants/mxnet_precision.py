@@ -1,6 +1,6 @@
 """Layers whose failure in a dtype is the precision they compute at (layer_conformance.checks.precision): the source
 chapter's RMSNorm with its statistic in the input's dtype, and one that computes float64 inputs in float32."""
-from layer_conformance.layerside.adapters.mxnet_shim import apply
+from layer_conformance.layerside.mxnet_shim import apply
 
 apply()  # before importing mxnet: it needs numpy's removed aliases
 from mxnet import nd  # noqa: E402
