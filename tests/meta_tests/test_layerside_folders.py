@@ -100,3 +100,12 @@ def test_the_protocol_declares_the_areas_the_folders_hold():
         for name in _declared(protocol):
             assert name not in seen, f"{name} is declared by both {seen[name]} and {area}"
             seen[name] = area
+
+
+def test_the_shims_old_import_path_is_the_new_module():
+    """Users' MXNet modules have ``from layer_conformance.layerside.adapters.mxnet_shim import apply`` (the README's
+    path before ``layerside/mxnet_shim.py``): it still gives the one shim, and that folder holds nothing else."""
+    from layer_conformance.layerside import mxnet_shim
+    from layer_conformance.layerside.adapters import mxnet_shim as old_path
+    assert old_path.apply is mxnet_shim.apply and old_path.ALIASES is mxnet_shim.ALIASES
+    assert {p.name for p in (LAYERSIDE / "adapters").glob("*.py")} == {"__init__.py", "mxnet_shim.py"}
