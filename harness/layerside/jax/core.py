@@ -337,7 +337,7 @@ class JaxCore(CoreProtocol):
         nnx.update(layer, jax.device_put(nnx.state(layer, nnx.Variable), self._device(device)))
         return layer
 
-    # -- gradients ---------------------------------------------------------------------------
+    # -- gradients: the pure function the autodiff and compile areas trace ----------------------------
     def _pure(self, fn, layer, chosen):
         """``fn(*args)`` as a pure function of (the chosen inputs, the other inputs, the trainable state,
         the rest of the state) for jax.vjp and jax.jvp, and those values. The layer itself is never

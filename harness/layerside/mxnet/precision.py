@@ -54,7 +54,6 @@ class MXNetPrecision(PrecisionProtocol):
                 p.cast(dtype)
         return layer64
 
-    # -- export: whole-layer formats (the export check) ---------------------------------------
     # -- mixed precision (the mixed_precision check) -------------------------------------------
     # Gluon 1.x keeps float32 master weights only under AMP (mxnet.contrib.amp): amp.init() patches every
     # operator of mx.nd/mx.sym for good to cast per operator, so each target dtype runs in a process of its own.

@@ -60,7 +60,6 @@ class _InPlaceOps:
 
 
 class TorchLayout(LayoutProtocol):
-    # -- the compiler --------------------------------------------------------------------------
     def layouts(self, inputs):
         ranks = [np.ndim(a) for a in inputs]
         out = ["strided"]
