@@ -20,9 +20,9 @@ HARNESS = ROOT / "harness"
 # and the value a typed reply holds for a part that is n/a while the rest of the reply goes on (not an exception)
 ALLOWED_CLASSES = {("protocol/not_applicable.py", "NotApplicable"), ("checks/base.py", "CheckSkipped"),
                    ("protocol/__init__.py", "NotApplicablePart")}
-# where the record form of n/a is written: the runner (from the exception, and from contract_says), the plugin
-# (the records of checks never collected, from contract_says' reasons) and contract_says itself
-ALLOWED_NA_TRUE = {"runner.py", "plugin.py", "checks/applicable.py"}
+# where the record form of n/a is written: the runner (from the exception, and from contract_says), the run's
+# collection phase (the records of checks never collected, from contract_says' reasons) and contract_says itself
+ALLOWED_NA_TRUE = {"runner.py", "run/collection.py", "checks/applicable.py"}
 _NA_NAME = re.compile(r"unsupported|not_?applicable|n_?a$|skip", re.I)
 
 
