@@ -1,20 +1,13 @@
 """Broken Keras layers under tf.function, each caught by the ``compiled`` check."""
-import keras
 import tensorflow as tf
 
+from tests.mutants.base_tensorflow import RMSNormOfWidth
 from tests.mutants.catalogue import Mutant
 
 
-class RMSNormPythonBranch(keras.layers.Layer):
+class RMSNormPythonBranch(RMSNormOfWidth):
     """Skips the normalization of already-small inputs, deciding in Python: ``bool(tensor)`` has a
     value eagerly, but none while tf.function traces."""
-    def __init__(self, d, eps=1e-6, **kwargs):
-        super().__init__(**kwargs)
-        self.d, self.eps = d, eps
-
-    def build(self, input_shape):
-        self.gain = self.add_weight(name="gain", shape=(self.d,), initializer="ones")
-
     def call(self, X):
         ms = tf.reduce_mean(X * X, axis=-1, keepdims=True)
         if bool(tf.reduce_max(ms) > 1e6):  # a Python bool computed from a tensor

@@ -8,8 +8,8 @@ import tensorflow as tf
 from tensorflow import keras
 
 from layer_conformance.reference_impls.tensorflow.checkpointed_tanh_stack import CheckpointedTanhStack as _Stack
-from layer_conformance.reference_impls.tensorflow.rmsnorm import RMSNorm as _RMSNorm
 from layer_conformance.reference_impls.tensorflow.rmsnorm_bias import RMSNorm as _RMSNormBias
+from tests.mutants.base_tensorflow import CausalMask, Dropout, RMSNorm
 from tests.mutants.catalogue import Mutant
 
 
@@ -200,14 +200,9 @@ def clamp_ste_grad_to_bounds(X, lo, hi):
 
 # --- rmsnorm_bias ----------------------------------------------------------------------------
 
-class BiasAlwaysCreated(keras.layers.Layer):
+class BiasAlwaysCreated(_RMSNormBias):
     """Creates the bias whatever the flag says (and only uses it when asked): get_weights() does
     not change length, so a bias-free checkpoint is indistinguishable."""
-    def __init__(self, eps=1e-6, bias=False, **kwargs):
-        super().__init__(**kwargs)
-        self.eps = eps
-        self.use_bias = bias
-
     def build(self, X_shape):
         self.gain = self.add_weight(name="gain", shape=[X_shape[-1]], initializer="ones")
         self.bias = self.add_weight(name="bias", shape=[X_shape[-1]], initializer="zeros")
@@ -234,67 +229,39 @@ class BiasBeforeScale(_RMSNormBias):
 
 # --- dropout ---------------------------------------------------------------------------------
 
-def _drop(X, p):
-    return X * tf.cast(tf.random.uniform(tf.shape(X)) >= p, X.dtype) / (1.0 - p)
-
-
-class DropoutOwnFlag(keras.layers.Layer):
+class DropoutOwnFlag(Dropout):
     """Consults its own flag, set once in __init__: training=False on the model never reaches it."""
     def __init__(self, p=0.5, **kwargs):
-        super().__init__(**kwargs)
-        self.p = p
+        super().__init__(p, **kwargs)
         self.is_training = True
 
     def call(self, X):
-        return _drop(X, self.p) if self.is_training else X
+        return self.drop(X) if self.is_training else X
 
 
-class DropoutFlagMisnamed(keras.layers.Layer):
+class DropoutFlagMisnamed(Dropout):
     """Its call takes `train`, not `training`: Keras passes the mode only under the name `training`,
     so the default (True) always wins."""
-    def __init__(self, p=0.5, **kwargs):
-        super().__init__(**kwargs)
-        self.p = p
-
     def call(self, X, train=True):
-        return _drop(X, self.p) if train else X
+        return self.drop(X) if train else X
 
 
-class DropoutKeepsP(keras.layers.Layer):
+class DropoutKeepsP(Dropout):
     """Keeps with probability p instead of dropping with it."""
-    def __init__(self, p=0.5, **kwargs):
-        super().__init__(**kwargs)
-        self.p = p
-
-    def call(self, X, training=None):
-        if not training:
-            return X
+    def drop(self, X):
         return X * tf.cast(tf.random.uniform(tf.shape(X)) < self.p, X.dtype) / self.p
 
 
-class DropoutNoRescale(keras.layers.Layer):
+class DropoutNoRescale(Dropout):
     """Zeroes but does not rescale the survivors: the expected activation shrinks in training."""
-    def __init__(self, p=0.5, **kwargs):
-        super().__init__(**kwargs)
-        self.p = p
-
-    def call(self, X, training=None):
-        if not training:
-            return X
-        return X * tf.cast(tf.random.uniform(tf.shape(X)) >= self.p, X.dtype)
+    def drop(self, X):
+        return X * self.keep(X)
 
 
-class DropoutStatelessSeed(keras.layers.Layer):
+class DropoutStatelessSeed(Dropout):
     """A stateless draw with a fixed seed: the same mask on every call."""
-    def __init__(self, p=0.5, **kwargs):
-        super().__init__(**kwargs)
-        self.p = p
-
-    def call(self, X, training=None):
-        if not training:
-            return X
-        u = tf.random.stateless_uniform(tf.shape(X), seed=[1, 2])
-        return X * tf.cast(u >= self.p, X.dtype) / (1.0 - self.p)
+    def keep(self, X):
+        return tf.cast(tf.random.stateless_uniform(tf.shape(X), seed=[1, 2]) >= self.p, X.dtype)
 
 
 # --- checkpointed_tanh_stack -----------------------------------------------------------------
@@ -325,17 +292,10 @@ class CenteredMedian(keras.layers.Layer):
         return X - flat[tf.size(flat) // 2]
 
 
-class MaskDiagonal(keras.layers.Layer):
+class MaskDiagonal(CausalMask):
     """>= instead of >: masks the diagonal too, so a query cannot see its own position."""
-    def __init__(self, max_len, **kwargs):
-        super().__init__(**kwargs)
-        self.mask = self.add_weight(name="mask", shape=(max_len, max_len), dtype="bool", trainable=False,
-                                    initializer="zeros")
-        self.mask.assign(tf.range(max_len)[None, :] >= tf.range(max_len)[:, None])
-
-    def call(self, scores):
-        T = scores.shape[-1]
-        return tf.where(self.mask[:T, :T], float("-inf"), scores)
+    def masked(self, n):
+        return tf.range(n)[None, :] >= tf.range(n)[:, None]
 
 
 F = "tensorflow"
@@ -399,30 +359,16 @@ MUTANTS += [
 
 # --- mixed precision: variables created in the compute dtype, a policy not taken ---------------
 
-class RMSNormComputeDtypeWeights(keras.layers.Layer):
+class RMSNormComputeDtypeWeights(RMSNorm):
     """add_weight(dtype=self.compute_dtype): under mixed_float16 the gain is a float16 variable."""
-
-    def __init__(self, eps=1e-6, **kwargs):
-        super().__init__(**kwargs)
-        self.eps = eps
-
     def build(self, X_shape):
         self.gain = self.add_weight(name="gain", shape=[X_shape[-1]], initializer="ones", dtype=self.compute_dtype)
 
-    def call(self, X):
-        rms = tf.math.rsqrt(tf.reduce_mean(X ** 2, axis=-1, keepdims=True) + self.eps)
-        return self.gain * X * rms
 
-
-class RMSNormDropsDtype(RMSNormComputeDtypeWeights):
+class RMSNormDropsDtype(RMSNorm):
     """Swallows its keyword arguments (dtype among them): the layer never takes the policy it is given."""
-
     def __init__(self, eps=1e-6, **kwargs):
-        keras.layers.Layer.__init__(self)
-        self.eps = eps
-
-    def build(self, X_shape):
-        self.gain = self.add_weight(name="gain", shape=[X_shape[-1]], initializer="ones")
+        super().__init__(eps)
 
 
 MUTANTS += [
@@ -438,7 +384,7 @@ MUTANTS += [
 import tensorflow as _tf  # noqa: E402
 
 
-class RMSNormGradDtype(_RMSNorm):
+class RMSNormGradDtype(RMSNorm):
     """Right values; a custom gradient that hands back the input's gradient in float32 whatever the
     input's dtype (tf.custom_gradient passes it on as it is)."""
     def call(self, X):
@@ -464,7 +410,7 @@ MUTANTS += [
 ]
 
 
-class RMSNormPromotes(_RMSNorm):
+class RMSNormPromotes(RMSNorm):
     """Upcasts for the statistic and never casts back: a bfloat16 input gives a float32 output."""
     def call(self, X):
         X32 = _tf.cast(X, _tf.float32)
@@ -477,7 +423,7 @@ def _running_sum(columns):
     return _tf.foldl(lambda acc, col: acc + col, columns, initializer=_tf.zeros_like(columns[0]))
 
 
-class RMSNormAccumulates16(_RMSNorm):
+class RMSNormAccumulates16(RMSNorm):
     """Sums the squares one by one in the input's dtype (tf.foldl: a running sum, as a hand-written kernel
     keeps it): in bfloat16 the sum stops growing once a term is below 1/256 of it."""
     def call(self, X):

@@ -1,129 +1,76 @@
 """Keras layers that run but do not come back from a .keras file (the export check)."""
 import keras
 import numpy as np
-import tensorflow as tf
 
+from layer_conformance.reference_impls.tensorflow.rmsnorm_bias import RMSNorm as _RMSNormBias
+from tests.mutants.base_tensorflow import RMSNorm, RMSNormOfWidth
 from tests.mutants.catalogue import Mutant
 
 
-class NoKwargs(keras.layers.Layer):
+class NoKwargs(RMSNorm):
     """__init__ without **kwargs: from_config passes name, dtype and trainable back and it refuses them."""
     def __init__(self, eps=1e-6):
-        super().__init__()
-        self.eps = eps
-
-    def build(self, X_shape):
-        self.gain = self.add_weight(name="gain", shape=[X_shape[-1]], initializer="ones")
-
-    def call(self, X):
-        return self.gain * X * tf.math.rsqrt(tf.reduce_mean(X ** 2, axis=-1, keepdims=True) + self.eps)
+        super().__init__(eps)
 
 
-class ConfigWithoutArguments(keras.layers.Layer):
+class ConfigWithoutArguments(RMSNormOfWidth):
     """get_config() overridden without the constructor's arguments: from_config cannot call __init__."""
-    def __init__(self, d, eps=1e-6, **kwargs):
-        super().__init__(**kwargs)
-        self.d, self.eps = d, eps
-        self.gain = self.add_weight(name="gain", shape=[d], initializer="ones")
-
     def get_config(self):
         return super().get_config()  # an override drops Keras's automatic config of d and eps
 
-    def call(self, X):
-        return self.gain * X * tf.math.rsqrt(tf.reduce_mean(X ** 2, axis=-1, keepdims=True) + self.eps)
 
-
-def _rms(X, eps):
-    return X * tf.math.rsqrt(tf.reduce_mean(X ** 2, axis=-1, keepdims=True) + eps)
-
-
-class NumpyNaNGuard(keras.layers.Layer):
+class NumpyNaNGuard(RMSNormOfWidth):
     """Refuses NaN inputs with a numpy test in call(): right eagerly, but tf.saved_model.save traces call()
     into a graph, where a tensor has no value to hand numpy."""
-    def __init__(self, d, eps=1e-6, **kwargs):
-        super().__init__(**kwargs)
-        self.d, self.eps = d, eps
-        self.gain = self.add_weight(name="gain", shape=[d], initializer="ones")
-
     def call(self, X):
         if np.isnan(X).any():
             raise ValueError("RMSNorm got NaN inputs")
-        return self.gain * _rms(X, self.eps)
+        return super().call(X)
 
 
-class ConfigWithoutEps(keras.layers.Layer):
-    """get_config() written out by hand, forgetting eps: from_config builds the layer with eps's default."""
+class ConfigWithoutEps(RMSNormOfWidth):
+    """get_config() written out by hand, forgetting eps: from_config builds the layer with eps's default (1e-5,
+    not the contract's)."""
     def __init__(self, d, eps=1e-5, **kwargs):
-        super().__init__(**kwargs)
-        self.d, self.eps = d, eps
-        self.gain = self.add_weight(name="gain", shape=[d], initializer="ones")
+        super().__init__(d, eps, **kwargs)
 
     def get_config(self):
         return {**super().get_config(), "d": self.d}
 
-    def call(self, X):
-        return self.gain * _rms(X, self.eps)
 
-
-class ConfigWithoutKeywordOnly(keras.layers.Layer):
+class ConfigWithoutKeywordOnly(RMSNormOfWidth):
     """Keyword-only arguments and a get_config() that forgets d: from_config cannot call __init__."""
     def __init__(self, *, d, eps=1e-6, **kwargs):
-        super().__init__(**kwargs)
-        self.d, self.eps = d, eps
-        self.gain = self.add_weight(name="gain", shape=[d], initializer="ones")
+        super().__init__(d, eps, **kwargs)
 
     def get_config(self):
         return {**super().get_config(), "eps": self.eps}
 
-    def call(self, X):
-        return self.gain * _rms(X, self.eps)
 
-
-class ConfigWithoutBias(keras.layers.Layer):
+class ConfigWithoutBias(_RMSNormBias):
     """get_config() written out by hand, forgetting the flag that decides whether a bias weight exists: the
     layer rebuilt from it has one weight, the file holds two."""
-    def __init__(self, eps=1e-6, bias=False, **kwargs):
-        super().__init__(**kwargs)
-        self.eps, self.use_bias = eps, bias
-
-    def build(self, X_shape):
-        self.gain = self.add_weight(name="gain", shape=[X_shape[-1]], initializer="ones")
-        self.bias = self.add_weight(name="bias", shape=[X_shape[-1]], initializer="zeros") \
-            if self.use_bias else None
-
     def get_config(self):
         return {**super().get_config(), "eps": self.eps}
 
-    def call(self, X):
-        Y = self.gain * _rms(X, self.eps)
-        return Y if self.bias is None else Y + self.bias
 
-
-class BuildChecksTuple(keras.layers.Layer):
+class BuildChecksTuple(RMSNormOfWidth):
     """build() checks the input shape against a tuple: eagerly Keras passes a tuple, but a loaded layer is
     built from the shape saved in the file's JSON, a list, and refuses it."""
-    def __init__(self, d, eps=1e-6, **kwargs):
-        super().__init__(**kwargs)
-        self.d, self.eps = d, eps
-
     def build(self, X_shape):
         if X_shape[-1:] != (self.d,):
             raise ValueError(f"{type(self).__name__} expects inputs of last dimension {self.d}, got {X_shape}")
-        self.gain = self.add_weight(name="gain", shape=[self.d], initializer="ones")
-
-    def call(self, X):
-        return self.gain * _rms(X, self.eps)
+        super().build(X_shape)
 
 
-class RMSNormWithInitializer(keras.layers.Layer):
+class RMSNormWithInitializer(RMSNormOfWidth):
     """Takes the gain's initializer as an argument and does not override get_config."""
     def __init__(self, d, eps=1e-6, gain_initializer="ones", **kwargs):
-        super().__init__(**kwargs)
-        self.d, self.eps = d, eps
-        self.gain = self.add_weight(name="gain", shape=[d], initializer=gain_initializer)
+        super().__init__(d, eps, **kwargs)
+        self.gain_initializer = gain_initializer
 
-    def call(self, X):
-        return self.gain * _rms(X, self.eps)
+    def build(self, X_shape):
+        self.gain = self.add_weight(name="gain", shape=[self.d], initializer=self.gain_initializer)
 
 
 def rmsnorm_initializer_object(d, eps=1e-6):

@@ -1,4 +1,5 @@
-"""Broken Keras 3 layers and tf.custom_gradient functions, one per known mistake.
+"""Broken Keras 3 layers and tf.custom_gradient functions, one per known mistake: each layer is a correct one of
+tests/mutants/base_tensorflow.py with the method its mistake lives in overridden.
 
 Nothing here runs a TensorFlow op at import time: the adapter configures devices first.
 """
@@ -7,140 +8,80 @@ import functools
 import tensorflow as tf
 from tensorflow import keras
 
-from layer_conformance.reference_impls.tensorflow.rmsnorm import RMSNorm as _ReferenceRMSNorm
+from tests.mutants.base_tensorflow import CausalMask, RMSNorm
 from tests.mutants.catalogue import Mutant
 
 
-def _rms(X, eps):
-    return tf.math.rsqrt(tf.reduce_mean(X ** 2, axis=-1, keepdims=True) + eps)
-
-
-class GainRawVariable(keras.layers.Layer):
+class GainRawVariable(RMSNorm):
     """The gain as a raw tf.Variable attribute: not among trainable_variables or get_weights()."""
-    def __init__(self, eps=1e-6, **kwargs):
-        super().__init__(**kwargs)
-        self.eps = eps
-
     def build(self, X_shape):
         self.gain = tf.Variable(tf.ones([X_shape[-1]]))
 
-    def call(self, X):
-        return self.gain * X * _rms(X, self.eps)
 
-
-class GainNotTrainable(keras.layers.Layer):
+class GainNotTrainable(RMSNorm):
     """The gain from add_weight(trainable=False): registered, saved and moved, but never trained."""
-    def __init__(self, eps=1e-6, **kwargs):
-        super().__init__(**kwargs)
-        self.eps = eps
-
     def build(self, X_shape):
         self.gain = self.add_weight(name="gain", shape=(X_shape[-1],), initializer="ones", trainable=False)
 
-    def call(self, X):
-        return self.gain * X * _rms(X, self.eps)
 
-
-class GainInList(keras.layers.Layer):
+class GainInList(RMSNorm):
     """Raw tf.Variables in a list: Keras tracks lists, but only its own Variables inside them."""
-    def __init__(self, eps=1e-6, **kwargs):
-        super().__init__(**kwargs)
-        self.eps = eps
-
     def build(self, X_shape):
         self.gains = [tf.Variable(tf.ones([X_shape[-1]]))]
 
     def call(self, X):
-        return self.gains[0] * X * _rms(X, self.eps)
+        return self.gains[0] * X * self.inverse_rms(X)
 
 
-class GainInCall(keras.layers.Layer):
+class GainInCall(RMSNorm):
     """add_weight in call instead of build: Keras locks a layer's state once it is built."""
-    def __init__(self, eps=1e-6, **kwargs):
-        super().__init__(**kwargs)
-        self.eps = eps
+    build = keras.layers.Layer.build  # Keras' own, which makes nothing (and marks the layer built at once)
 
     def call(self, X):
         if not hasattr(self, "gain"):
             self.gain = self.add_weight(name="gain", shape=[X.shape[-1]], initializer="ones")
-        return self.gain * X * _rms(X, self.eps)
+        return super().call(X)
 
 
-class GainPinnedToCPU0(keras.layers.Layer):
+class GainPinnedToCPU0(RMSNorm):
     """The gain created under an explicit CPU:0 scope: it stays there whatever device the layer is built on."""
-    def __init__(self, eps=1e-6, **kwargs):
-        super().__init__(**kwargs)
-        self.eps = eps
-
     def build(self, X_shape):
         with tf.device("CPU:0"):
-            self.gain = self.add_weight(name="gain", shape=[X_shape[-1]], initializer="ones")
-
-    def call(self, X):
-        return self.gain * X * _rms(X, self.eps)
+            super().build(X_shape)
 
 
-class EpsOutsideSqrt(keras.layers.Layer):
+class EpsOutsideSqrt(RMSNorm):
     """x / (sqrt(mean x^2) + eps): right for large rows, wrong where mean square ~ eps."""
-    def __init__(self, eps=1e-6, **kwargs):
-        super().__init__(**kwargs)
-        self.eps = eps
-
-    def build(self, X_shape):
-        self.gain = self.add_weight(name="gain", shape=[X_shape[-1]], initializer="ones")
-
     def call(self, X):
         return self.gain * X / (tf.sqrt(tf.reduce_mean(X ** 2, axis=-1, keepdims=True)) + self.eps)
 
 
-class WrongAxis(keras.layers.Layer):
+class WrongAxis(RMSNorm):
     """Normalizes over the batch axis instead of the feature axis."""
-    def __init__(self, eps=1e-6, **kwargs):
-        super().__init__(**kwargs)
-        self.eps = eps
-
-    def build(self, X_shape):
-        self.gain = self.add_weight(name="gain", shape=[X_shape[-1]], initializer="ones")
-
-    def call(self, X):
-        return self.gain * X * tf.math.rsqrt(tf.reduce_mean(X ** 2, axis=0, keepdims=True) + self.eps)
+    def inverse_rms(self, X):
+        return tf.math.rsqrt(tf.reduce_mean(X ** 2, axis=0, keepdims=True) + self.eps)
 
 
-def _triu(max_len):
-    return tf.range(max_len)[None, :] > tf.range(max_len)[:, None]
-
-
-class MaskTrainable(keras.layers.Layer):
+class MaskTrainable(CausalMask):
     """The mask from add_weight(trainable=True) (the default): an optimizer would be handed it."""
-    def __init__(self, max_len, **kwargs):
-        super().__init__(**kwargs)
-        self.mask = self.add_weight(name="mask", shape=(max_len, max_len), dtype="bool", initializer="zeros")
-        self.mask.assign(_triu(max_len))
-
-    def call(self, scores):
-        T = scores.shape[-1]
-        return tf.where(self.mask[:T, :T], float("-inf"), scores)
+    mask_trainable = True
 
 
-class MaskPlainTensor(keras.layers.Layer):
+class MaskPlainTensor(CausalMask):
     """The mask as a plain tensor attribute: get_weights() omits it."""
     def __init__(self, max_len, **kwargs):
-        super().__init__(**kwargs)
-        self.mask = _triu(max_len)
-
-    def call(self, scores):
-        T = scores.shape[-1]
-        return tf.where(self.mask[:T, :T], float("-inf"), scores)
+        keras.layers.Layer.__init__(self, **kwargs)
+        self.mask = self.masked(max_len)
 
 
-class MaskEveryCall(keras.layers.Layer):
+class MaskEveryCall(CausalMask):
     """The mask built afresh at every call: right values, but no state where the contract declares one."""
     def __init__(self, max_len, **kwargs):
-        super().__init__(**kwargs)
+        keras.layers.Layer.__init__(self, **kwargs)
 
     def call(self, scores):
         T = scores.shape[-1]
-        return tf.where(_triu(T), float("-inf"), scores)
+        return tf.where(self.masked(T), float("-inf"), scores)
 
 
 def round_ste_undecorated(X):
@@ -170,97 +111,58 @@ def ste_doubled(X):
     return tf.round(X), grad
 
 
-class DeviceDependent(keras.layers.Layer):
+class DeviceDependent(RMSNorm):
     """Computes differently where its weight lives (a device-specific kernel with a bug)."""
-    def __init__(self, eps=1e-6, **kwargs):
-        super().__init__(**kwargs)
-        self.eps = eps
-
-    def build(self, X_shape):
-        self.gain = self.add_weight(name="gain", shape=[X_shape[-1]], initializer="ones")
-
     def call(self, X):
         skew = 1.001 if self.gain.value.device.endswith("CPU:1") else 1.0
-        return self.gain * X * _rms(X, self.eps) * skew
+        return super().call(X) * skew
 
 
-class SetWeightsWhatFits(keras.layers.Layer):
+class SetWeightsWhatFits(RMSNorm):
     """A set_weights override that loads what fits and ignores the rest: a weight list of the
     wrong length loads silently (the gain may stay at its initial ones)."""
-    def __init__(self, eps=1e-6, **kwargs):
-        super().__init__(**kwargs)
-        self.eps = eps
-
-    def build(self, X_shape):
-        self.gain = self.add_weight(name="gain", shape=[X_shape[-1]], initializer="ones")
-
-    def call(self, X):
-        return self.gain * X * _rms(X, self.eps)
-
     def set_weights(self, weights):
         for variable, value in zip(self.weights, weights):
             variable.assign(value)
 
 
-class BatchMeanSquare(keras.layers.Layer):
+class BatchMeanSquare(RMSNorm):
     """RMSNorm with reduce_mean left without its axis: one mean square over the whole batch, a batch
     statistic that mixes every example into every other's output."""
-    def __init__(self, eps=1e-6, **kwargs):
-        super().__init__(**kwargs)
-        self.eps = eps
-
-    def build(self, X_shape):
-        self.gain = self.add_weight(name="gain", shape=[X_shape[-1]], initializer="ones")
-
-    def call(self, X):
-        return self.gain * X * tf.math.rsqrt(tf.reduce_mean(X ** 2) + self.eps)
+    def inverse_rms(self, X):
+        return tf.math.rsqrt(tf.reduce_mean(X ** 2) + self.eps)
 
 
-class WrongOutputShape(keras.layers.Layer):
+class WrongOutputShape(RMSNorm):
     """RMSNorm whose compute_output_shape says one value per row (the mean square's shape, [batch, 1]) where the
     call returns the input's shape: right eagerly, wrong wherever Keras asks for the shape without data (a
     functional model, a symbolic call)."""
-    def __init__(self, eps=1e-6, **kwargs):
-        super().__init__(**kwargs)
-        self.eps = eps
-
-    def build(self, X_shape):
-        self.gain = self.add_weight(name="gain", shape=[X_shape[-1]], initializer="ones")
-
-    def call(self, X):
-        return self.gain * X * tf.math.rsqrt(tf.reduce_mean(X ** 2, axis=-1, keepdims=True) + self.eps)
-
     def compute_output_shape(self, X_shape):
         return (*X_shape[:-1], 1)
 
 
-class TracedMemo(keras.layers.Layer):
+class TracedMemo(RMSNorm):
     """RMSNorm that memoizes its inverse RMS by input shape in a Python dict whenever it is traced (a 'graph
     cache'): eager calls recompute; a later trace of the same shape reuses a tensor of an earlier graph."""
     def __init__(self, eps=1e-6, **kwargs):
-        super().__init__(**kwargs)
-        self.eps = eps
+        super().__init__(eps, **kwargs)
         self._memo = {}
 
-    def build(self, X_shape):
-        self.gain = self.add_weight(name="gain", shape=[X_shape[-1]], initializer="ones")
-
-    def call(self, X):
+    def inverse_rms(self, X):
         if tf.executing_eagerly():
-            return self.gain * X * _rms(X, self.eps)
+            return super().inverse_rms(X)
         key = tuple(X.shape)
         if key not in self._memo:
-            self._memo[key] = _rms(X, self.eps)
-        return self.gain * X * self._memo[key]
+            self._memo[key] = super().inverse_rms(X)
+        return self._memo[key]
 
 
-class GainAddedInCall(keras.layers.Layer):
+class GainAddedInCall(RMSNorm):
     """Creates its gain on the first call, in call() instead of build(): a layer built from build() alone
     (Model.build, summary(), a saved model being loaded) has no weights. Keras 3 refuses new state on a built
     layer, so it unlocks its tracker to get past that."""
     def __init__(self, eps=1e-6, **kwargs):
-        super().__init__(**kwargs)
-        self.eps = eps
+        super().__init__(eps, **kwargs)
         self.gain = None
 
     def build(self, X_shape):
@@ -271,10 +173,10 @@ class GainAddedInCall(keras.layers.Layer):
             self._tracker.unlock()
             self.gain = self.add_weight(name="gain", shape=[X.shape[-1]], initializer="ones")
             self._tracker.lock()
-        return self.gain * X * _rms(X, self.eps)
+        return super().call(X)
 
 
-class OutputShapeFromGain(_ReferenceRMSNorm):
+class OutputShapeFromGain(RMSNorm):
     """RMSNorm whose compute_output_shape reads the gain's shape (a weight made in build) instead of the
     input_shape: right once the layer is built, but Keras asks for the shape before build (a functional model
     being laid out, a layer inside another's compute_output_shape), where it raises AttributeError."""

@@ -3,28 +3,21 @@ chapter's RMSNorm with its statistic in the input's dtype, and one that computes
 Nothing here runs a TensorFlow op at import time."""
 import tensorflow as tf
 
-from layer_conformance.reference_impls.tensorflow.rmsnorm import RMSNorm as _RMSNorm
+from tests.mutants.base_tensorflow import RMSNormOfWidth
 from tests.mutants.catalogue import Mutant
 from tests.mutants.precision_causes import FLOAT32, NARROW
 
 M = "tests.mutants.tensorflow_precision"
 
 
-class _Width(_RMSNorm):
-    """Takes the contract's width, as layers written from the chapter do (Keras would take it from build)."""
-    def __init__(self, d=None, eps=1e-6, **kwargs):
-        super().__init__(eps=eps, **kwargs)
-        self.d = d
-
-
-class RMSNormChapter(_Width):
+class RMSNormChapter(RMSNormOfWidth):
     """The source chapter's formula in Keras: the mean square in the input's own dtype."""
     def call(self, X):
         return tf.cast(self.gain, X.dtype) * X * tf.math.rsqrt(
             tf.reduce_mean(X ** 2, axis=-1, keepdims=True) + tf.cast(self.eps, X.dtype))
 
 
-class RMSNormFloat32Inside(_Width):
+class RMSNormFloat32Inside(RMSNormOfWidth):
     """Computes in float32 whatever the input and casts back: float64 inputs get float32 precision. Its output
     is the float32 result at its best (the exact value rounded to float32 once, within half an ulp: inside
     values' float64 tolerance on every CPU, where a float32 forward's few roundings miss it by a hair on some
