@@ -13,6 +13,7 @@ from flax import nnx
 
 from layer_conformance.reference_impls.jax.rmsnorm import RMSNorm as _RMSNorm
 from layer_conformance.reference_impls.jax.rmsnorm_bias import RMSNorm as _RMSNormBias
+from tests.mutants.base_jax import CausalMask, RMSNorm
 from tests.mutants.catalogue import Mutant
 
 
@@ -211,29 +212,27 @@ def _normalized(X, eps):
     return X / jnp.sqrt((X ** 2).mean(-1, keepdims=True) + eps)
 
 
-class BiasAlwaysCreated(nnx.Module):
+class BiasAlwaysCreated(RMSNorm):
     """Creates the bias whatever the flag says (and only uses it when asked): the saved state
     does not change shape, so a bias-free checkpoint is indistinguishable."""
     def __init__(self, d, eps=1e-6, bias=False):
-        self.gain = nnx.Param(jnp.ones(d))
+        super().__init__(d, eps)
         self.bias = nnx.Param(jnp.zeros(d))
         self.use_bias = bias
-        self.eps = eps
 
     def __call__(self, X):
-        Y = self.gain[...] * _normalized(X, self.eps)
+        Y = super().__call__(X)
         return Y + self.bias[...] if self.use_bias else Y
 
 
-class BiasRawArray(nnx.Module):
+class BiasRawArray(RMSNorm):
     """The bias as a raw jnp array: no nnx.Param, so it is neither trained nor saved."""
     def __init__(self, d, eps=1e-6, bias=False):
-        self.gain = nnx.Param(jnp.ones(d))
+        super().__init__(d, eps)
         self.bias = jnp.zeros(d) if bias else None
-        self.eps = eps
 
     def __call__(self, X):
-        Y = self.gain[...] * _normalized(X, self.eps)
+        Y = super().__call__(X)
         return Y if self.bias is None else Y + self.bias
 
 
@@ -344,18 +343,10 @@ class CenteredMedian(nnx.Module):
         return X - jnp.median(X)
 
 
-class Buffer(nnx.Variable):
-    pass
-
-
-class MaskDiagonal(nnx.Module):
+class MaskDiagonal(CausalMask):
     """triu(ones, 0): masks the diagonal too, so a query cannot see its own position."""
-    def __init__(self, max_len):
-        self.mask = Buffer(jnp.triu(jnp.ones((max_len, max_len), dtype=bool), 0))
-
-    def __call__(self, scores):
-        T = scores.shape[-1]
-        return jnp.where(self.mask[:T, :T], -jnp.inf, scores)
+    def masked(self, n):
+        return jnp.triu(jnp.ones((n, n), dtype=bool), 0)
 
 
 M = "tests.mutants.jax_contracts"

@@ -10,75 +10,47 @@ from flax import nnx
 
 from layer_conformance.reference_impls.jax.dropout import Dropout as _Dropout
 
+from tests.mutants.base_jax import CausalMask, RMSNorm
 from tests.mutants.catalogue import Mutant
 
 
-def _rms(X, eps):
-    return jnp.sqrt((X ** 2).mean(-1, keepdims=True) + eps)
-
-
-class GainRawArray(nnx.Module):
+class GainRawArray(RMSNorm):
     """The gain as a raw jnp array: not an nnx.Param, so nnx.grad and nnx.Optimizer skip it."""
-    def __init__(self, d, eps=1e-6):
+    def make_gain(self, d):
         self.gain = jnp.ones(d)
-        self.eps = eps
-
-    def __call__(self, X):
-        return self.gain * X / _rms(X, self.eps)
 
 
-class GainInPlainList(nnx.Module):
+class GainInPlainList(RMSNorm):
     """The gain inside a plain Python list: flax >= 0.12 refuses it at construction."""
-    def __init__(self, d, eps=1e-6):
+    def make_gain(self, d):
         self.weights = [nnx.Param(jnp.ones(d))]
-        self.eps = eps
 
     def __call__(self, X):
-        return self.weights[0][...] * X / _rms(X, self.eps)
+        return self.weights[0][...] * X / self.rms(X)
 
 
-class EpsOutsideSqrt(nnx.Module):
+class EpsOutsideSqrt(RMSNorm):
     """x / (sqrt(mean x^2) + eps): right for large rows, wrong where mean square ~ eps."""
-    def __init__(self, d, eps=1e-6):
-        self.gain = nnx.Param(jnp.ones(d))
-        self.eps = eps
-
-    def __call__(self, X):
-        return self.gain[...] * X / (jnp.sqrt((X ** 2).mean(-1, keepdims=True)) + self.eps)
+    def rms(self, X):
+        return jnp.sqrt((X ** 2).mean(-1, keepdims=True)) + self.eps
 
 
-class WrongAxis(nnx.Module):
+class WrongAxis(RMSNorm):
     """Normalizes over the batch axis instead of the feature axis."""
-    def __init__(self, d, eps=1e-6):
-        self.gain = nnx.Param(jnp.ones(d))
-        self.eps = eps
-
-    def __call__(self, X):
-        return self.gain[...] * X / jnp.sqrt((X ** 2).mean(0, keepdims=True) + self.eps)
+    def rms(self, X):
+        return jnp.sqrt((X ** 2).mean(0, keepdims=True) + self.eps)
 
 
-def _triu(max_len):
-    return jnp.triu(jnp.ones((max_len, max_len), dtype=bool), 1)
-
-
-class MaskAsParam(nnx.Module):
+class MaskAsParam(CausalMask):
     """The mask as an nnx.Param: nnx.Optimizer(wrt=nnx.Param) would be handed it."""
-    def __init__(self, max_len):
-        self.mask = nnx.Param(_triu(max_len))
-
-    def __call__(self, scores):
-        T = scores.shape[-1]
-        return jnp.where(self.mask[:T, :T], -jnp.inf, scores)
+    def held(self, mask):
+        return nnx.Param(mask)
 
 
-class MaskRawArray(nnx.Module):
+class MaskRawArray(CausalMask):
     """The mask as a raw jnp array: no Variable, so typed state (saving, moving) leaves it out."""
-    def __init__(self, max_len):
-        self.mask = _triu(max_len)
-
-    def __call__(self, scores):
-        T = scores.shape[-1]
-        return jnp.where(self.mask[:T, :T], -jnp.inf, scores)
+    def held(self, mask):
+        return mask
 
 
 @jax.custom_vjp
@@ -120,27 +92,19 @@ def round_no_surrogate(X):
 
 
 
-class BatchMeanSquare(nnx.Module):
+class BatchMeanSquare(RMSNorm):
     """RMSNorm with `.mean()` left without its axis: one mean square over the whole batch (a batch statistic)."""
-    def __init__(self, d, eps=1e-6):
-        self.gain = nnx.Param(jnp.ones(d))
-        self.eps = eps
-
-    def __call__(self, X):
-        return self.gain[...] * X / jnp.sqrt((X ** 2).mean() + self.eps)
+    def rms(self, X):
+        return jnp.sqrt((X ** 2).mean() + self.eps)
 
 
-class NaNGuardItem(nnx.Module):
+class NaNGuardItem(RMSNorm):
     """RMSNorm with a NaN guard read in Python: `if float(jnp.isnan(X).any())` needs the input's values, which a
     shape computed without data (jax.eval_shape) or a traced program (jit, jax.export) does not have."""
-    def __init__(self, d, eps=1e-6):
-        self.gain = nnx.Param(jnp.ones(d))
-        self.eps = eps
-
     def __call__(self, X):
         if float(jnp.isnan(X).any()):
             raise ValueError("NaN in the input")
-        return self.gain[...] * X / jnp.sqrt((X ** 2).mean(-1, keepdims=True) + self.eps)
+        return super().__call__(X)
 
 
 def sce_closes_over_labels(logits, labels):
@@ -160,17 +124,13 @@ def sce_closes_over_labels(logits, labels):
     return loss(logits)
 
 
-class GainCheckedInInit(nnx.Module):
+class GainCheckedInInit(RMSNorm):
     """Validates its initial gain by reading its value in __init__ (bool of an array): under nnx.eval_shape
     (abstract or sharded initialisation) the gain has a shape but no value, so construction raises."""
-    def __init__(self, d, eps=1e-6):
-        self.gain = nnx.Param(jnp.ones(d))
+    def make_gain(self, d):
+        super().make_gain(d)
         if not bool(jnp.all(self.gain[...] > 0)):
             raise ValueError("the gain must start positive")
-        self.eps = eps
-
-    def __call__(self, X):
-        return self.gain[...] * X / _rms(X, self.eps)
 
 
 class DropoutSeedFromNumpy(_Dropout):
