@@ -81,8 +81,8 @@ def pytest_addoption(parser):
                 help=f"largest input a contract may draw, in elements (default {DEFAULT_MAX_INPUT_ELEMENTS}, "
                 f"or ${MAX_INPUT_ELEMENTS_ENV})")
     g.addoption("--max-contract-elements", type=_element_count, default=None, metavar="N",
-                help=f"most elements a contract's drawn inputs may have together (default {CONTRACT_ELEMENTS_PER_INPUT} "
-                     f"times the per-input limit, or ${MAX_CONTRACT_ELEMENTS_ENV})")
+                help=f"most elements a contract's drawn inputs may have together (default "
+                     f"{CONTRACT_ELEMENTS_PER_INPUT} times the per-input limit, or ${MAX_CONTRACT_ELEMENTS_ENV})")
     g.addoption("--max-run-elements", type=_element_count, default=None, metavar="N",
                 help=f"most elements all the run's contracts' drawn inputs may have together (default "
                      f"{RUN_ELEMENTS_PER_INPUT} times the per-input limit, or ${MAX_RUN_ELEMENTS_ENV})")
@@ -101,7 +101,7 @@ def pytest_addoption(parser):
         ("conformance_default_run", "bool", "run the bundled matrix when pytest gets no file arguments"),
     ]:
         parser.addini(name, help_, type=kind, default=None if kind != "bool" else False)
-    outputs.addoption(g, parser)   # each output's options (--conformance-json, --conformance-html): layer_conformance.outputs
+    outputs.addoption(g, parser)   # each output's options (--conformance-json, --conformance-html): outputs/
 
 
 def pytest_addhooks(pluginmanager):
