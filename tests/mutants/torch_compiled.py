@@ -1,17 +1,14 @@
 """Broken torch layers under torch.compile, each caught by the ``compiled`` check."""
 import torch
 
+from layer_conformance.reference_impls.torch.round_ste import RoundSTE as _RoundSTE
 from tests.mutants.catalogue import Mutant
 
 # a gradient-scale schedule kept in a module global: the forward advances it, the backward reads it
 _SCHEDULE = {"step": 0, "scale": 1.0}
 
 
-class _RoundScheduled(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, w):
-        return torch.round(w)
-
+class _RoundScheduled(_RoundSTE):
     @staticmethod
     def backward(ctx, g):
         # a Python global read at trace time: Dynamo guards on its value, so every new value recompiles
@@ -25,16 +22,6 @@ def round_ste_annealed(w):
     _SCHEDULE["step"] += 1
     _SCHEDULE["scale"] = 1.0 / (1.0 + 0.01 * _SCHEDULE["step"])
     return _RoundScheduled.apply(w)
-
-
-class _RoundSTE(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, w):
-        return torch.round(w)
-
-    @staticmethod
-    def backward(ctx, g):
-        return g  # straight through
 
 
 def round_ste_eager_only(w):

@@ -4,8 +4,14 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from layer_conformance.reference_impls.torch.clamp_ste import ClampSTE as _ClampSTE
+from layer_conformance.reference_impls.torch.clipped_relu_grad import ClippedReLUGrad as _ClippedReLUGrad
+from layer_conformance.reference_impls.torch.linear_vjp import Linear as _Linear
 from layer_conformance.reference_impls.torch.rmsnorm import RMSNorm as _RMSNorm
 from layer_conformance.reference_impls.torch.rmsnorm_bias import RMSNorm as _RMSNormBias
+from layer_conformance.reference_impls.torch.safe_norm import SafeNorm as _SafeNorm
+from layer_conformance.reference_impls.torch.scaled_tanh import ScaledTanh as _ScaledTanh
+from tests.mutants.base_torch import CausalMask, Dropout, RMSNorm
 from tests.mutants.catalogue import Mutant
 
 
@@ -29,40 +35,24 @@ class SignHardtanhSTE(torch.autograd.Function):
         return g * (x.abs() <= 1).to(g.dtype)
 
 
-class ClippedReLUNoClip(torch.autograd.Function):
+class ClippedReLUNoClip(_ClippedReLUGrad):
     """The ReLU gradient without the clipping."""
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return torch.clamp_min(x, 0.0)
-
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
         return g * (x > 0).to(g.dtype)
 
 
-class ClippedReLUGradAtZero(torch.autograd.Function):
+class ClippedReLUGradAtZero(_ClippedReLUGrad):
     """x >= 0 instead of x > 0: a gradient passes at exactly zero."""
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return torch.clamp_min(x, 0.0)
-
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
         return torch.clamp(g * (x >= 0).to(g.dtype), -1.0, 1.0)
 
 
-class ScaledTanhUnscaled(torch.autograd.Function):
+class ScaledTanhUnscaled(_ScaledTanh):
     """Forgets the 0.5: tanh's true gradient."""
-    @staticmethod
-    def forward(ctx, x):
-        y = torch.tanh(x)
-        ctx.save_for_backward(y)
-        return y
-
     @staticmethod
     def backward(ctx, g):
         (y,) = ctx.saved_tensors
@@ -76,54 +66,21 @@ def log1pexp_plain_autodiff(x):
     return torch.log(1.0 + torch.exp(x))
 
 
-class SafeNormUnguarded(torch.autograd.Function):
+class SafeNormUnguarded(_SafeNorm):
     """x / norm without the where: 0 / 0 = NaN at the origin."""
-    @staticmethod
-    def forward(ctx, x):
-        n = torch.sqrt(torch.sum(x * x))
-        ctx.save_for_backward(x, n)
-        ctx.save_for_forward(x, n)
-        return n
-
     @staticmethod
     def backward(ctx, g):
         x, n = ctx.saved_tensors
         return g * x / n
 
-    @staticmethod
-    def jvp(ctx, t):
-        x, n = ctx.saved_tensors
-        return torch.sum(x * t) / torch.where(n == 0, torch.ones_like(n), n)
 
-
-class SafeNormNoJvp(torch.autograd.Function):
+class SafeNormNoJvp(_SafeNorm):
     """Only the reverse rule: forward mode has nothing to run."""
-    @staticmethod
-    def forward(ctx, x):
-        n = torch.sqrt(torch.sum(x * x))
-        ctx.save_for_backward(x, n)
-        return n
-
-    @staticmethod
-    def backward(ctx, g):
-        x, n = ctx.saved_tensors
-        return g * x / torch.where(n == 0, torch.ones_like(n), n)
+    jvp = torch.autograd.Function.jvp  # torch's own, which says the layer does not implement it
 
 
-class SafeNormJvpUnnormalized(torch.autograd.Function):
+class SafeNormJvpUnnormalized(_SafeNorm):
     """The forward rule forgets to divide by the norm; the reverse rule is right."""
-    @staticmethod
-    def forward(ctx, x):
-        n = torch.sqrt(torch.sum(x * x))
-        ctx.save_for_backward(x, n)
-        ctx.save_for_forward(x, n)
-        return n
-
-    @staticmethod
-    def backward(ctx, g):
-        x, n = ctx.saved_tensors
-        return g * x / torch.where(n == 0, torch.ones_like(n), n)
-
     @staticmethod
     def jvp(ctx, t):
         x, _ = ctx.saved_tensors
@@ -156,26 +113,16 @@ class ScaledForgetsK(torch.autograd.Function):
 
 # --- linear_vjp, softmax_cross_entropy ------------------------------------------------------
 
-class LinearNoBiasGrad(torch.autograd.Function):
+class LinearNoBiasGrad(_Linear):
     """Returns None for b: the bias never learns."""
-    @staticmethod
-    def forward(ctx, W, x, b):
-        ctx.save_for_backward(W, x)
-        return W @ x + b
-
     @staticmethod
     def backward(ctx, g):
         W, x = ctx.saved_tensors
         return torch.outer(g, x), W.T @ g, None
 
 
-class LinearUntransposed(torch.autograd.Function):
+class LinearUntransposed(_Linear):
     """W g instead of W^T g: same shape for a square W, wrong numbers."""
-    @staticmethod
-    def forward(ctx, W, x, b):
-        ctx.save_for_backward(W, x)
-        return W @ x + b
-
     @staticmethod
     def backward(ctx, g):
         W, x = ctx.saved_tensors
@@ -230,26 +177,16 @@ class FourierDouble(nn.Module):
         return torch.fft.fft(X.double(), dim=-1)[..., : X.shape[-1] // 2]
 
 
-class ClampSTEInclusive(torch.autograd.Function):
+class ClampSTEInclusive(_ClampSTE):
     """lo <= X <= hi: passes the gradient on the boundary, as the native clamp does."""
-    @staticmethod
-    def forward(ctx, X, lo, hi):
-        ctx.save_for_backward(X, lo, hi)
-        return X.clamp(lo, hi)
-
     @staticmethod
     def backward(ctx, g):
         X, lo, hi = ctx.saved_tensors
         return g * ((X >= lo) & (X <= hi)).to(g.dtype), None, None
 
 
-class ClampSTEGradToBounds(torch.autograd.Function):
+class ClampSTEGradToBounds(_ClampSTE):
     """Also returns gradients for the bounds lo and hi, which the contract says get none."""
-    @staticmethod
-    def forward(ctx, X, lo, hi):
-        ctx.save_for_backward(X, lo, hi)
-        return X.clamp(lo, hi)
-
     @staticmethod
     def backward(ctx, g):
         X, lo, hi = ctx.saved_tensors
@@ -259,18 +196,16 @@ class ClampSTEGradToBounds(torch.autograd.Function):
 
 # --- rmsnorm_bias ----------------------------------------------------------------------------
 
-class BiasAlwaysCreated(nn.Module):
+class BiasAlwaysCreated(RMSNorm):
     """Creates the bias whatever the flag says (and only uses it when asked): the saved state
     does not change shape, so a bias-free checkpoint is indistinguishable."""
     def __init__(self, d, eps=1e-6, bias=False):
-        super().__init__()
-        self.gain = nn.Parameter(torch.ones(d))
+        super().__init__(d, eps)
         self.bias = nn.Parameter(torch.zeros(d))
         self.use_bias = bias
-        self.eps = eps
 
     def forward(self, X):
-        Y = self.gain * X * X.pow(2).mean(-1, keepdim=True).add(self.eps).rsqrt()
+        Y = super().forward(X)
         return Y + self.bias if self.use_bias else Y
 
 
@@ -292,68 +227,44 @@ class BiasBeforeScale(_RMSNormBias):
 
 # --- dropout ---------------------------------------------------------------------------------
 
-def _drop(X, p):
-    return X * (torch.rand_like(X) >= p).to(X.dtype) / (1.0 - p)
-
-
-class DropoutOwnFlag(nn.Module):
+class DropoutOwnFlag(Dropout):
     """Consults its own flag, set once in __init__: .eval() on a container never reaches it."""
     def __init__(self, p=0.5):
-        super().__init__()
-        self.p = p
+        super().__init__(p)
         self.is_training = True
 
     def forward(self, X):
-        return _drop(X, self.p) if self.is_training else X
+        return self.drop(X) if self.is_training else X
 
 
-class DropoutGradFlag(nn.Module):
+class DropoutGradFlag(Dropout):
     """Takes 'gradients are on' for 'training': .eval() does not turn autograd off."""
-    def __init__(self, p=0.5):
-        super().__init__()
-        self.p = p
-
     def forward(self, X):
-        return _drop(X, self.p) if torch.is_grad_enabled() else X
+        return self.drop(X) if torch.is_grad_enabled() else X
 
 
-class DropoutKeepsP(nn.Module):
+class DropoutKeepsP(Dropout):
     """Keeps with probability p instead of dropping with it."""
-    def __init__(self, p=0.5):
-        super().__init__()
-        self.p = p
-
-    def forward(self, X):
-        if not self.training:
-            return X
+    def drop(self, X):
         return X * (torch.rand_like(X) < self.p).to(X.dtype) / self.p
 
 
-class DropoutNoRescale(nn.Module):
+class DropoutNoRescale(Dropout):
     """Zeroes but does not rescale the survivors: the expected activation shrinks in training."""
-    def __init__(self, p=0.5):
-        super().__init__()
-        self.p = p
-
-    def forward(self, X):
-        if not self.training:
-            return X
-        return X * (torch.rand_like(X) >= self.p).to(X.dtype)
+    def drop(self, X):
+        return X * self.keep(X)
 
 
-class DropoutFixedMask(nn.Module):
+class DropoutFixedMask(Dropout):
     """Draws the mask once, at the first call, and reuses it."""
     def __init__(self, p=0.5):
-        super().__init__()
-        self.p = p
+        super().__init__(p)
         self.mask = None
 
-    def forward(self, X):
-        if not self.training:
-            return X
+    def keep(self, X):
         if self.mask is None or self.mask.shape != X.shape:
-            self.mask = (torch.rand_like(X) >= self.p).to(X.dtype)
-        return X * self.mask / (1.0 - self.p)
+            self.mask = super().keep(X)
+        return self.mask
 
 
 # --- checkpointed_tanh_stack -----------------------------------------------------------------
@@ -387,15 +298,10 @@ class CenteredMedian(nn.Module):
         return X - X.median()
 
 
-class MaskDiagonal(nn.Module):
+class MaskDiagonal(CausalMask):
     """triu(ones, 0): masks the diagonal too, so a query cannot see its own position."""
-    def __init__(self, max_len):
-        super().__init__()
-        self.register_buffer("mask", torch.triu(torch.ones(max_len, max_len, dtype=torch.bool), 0))
-
-    def forward(self, scores):
-        T = scores.shape[-1]
-        return scores.masked_fill(self.mask[:T, :T], float("-inf"))
+    def masked(self, n):
+        return torch.triu(torch.ones(n, n, dtype=torch.bool), 0)
 
 
 M = "tests.mutants.torch_contracts"
@@ -541,17 +447,12 @@ def _sum_sequentially(terms):
     return acc
 
 
-class RMSNormAccumulates16(nn.Module):
+class RMSNormAccumulates16(RMSNorm):
     """Sums the squares in the input's dtype: in bfloat16 the running sum stops growing once a term is
     below 1/256 of it, so long rows get a mean square far too small."""
-    def __init__(self, d, eps=1e-6):
-        super().__init__()
-        self.gain = nn.Parameter(torch.ones(d))
-        self.eps = eps
-
-    def forward(self, X):
+    def inverse_rms(self, X):
         ms = _sum_sequentially(X * X) / X.shape[-1]
-        return self.gain * X * (ms + self.eps).rsqrt()
+        return (ms + self.eps).rsqrt()
 
 
 MUTANTS += [

@@ -1,82 +1,61 @@
 """PyTorch layers that run but do not survive the framework's own save formats (the export check)."""
 import torch
-from torch import nn
 
+from tests.mutants.base_torch import RMSNorm
 from tests.mutants.catalogue import Mutant
 
 
-def _rms(X, eps):
-    return X * X.pow(2).mean(-1, keepdim=True).add(eps).rsqrt()
-
-
-class LambdaAttribute(nn.Module):
+class LambdaAttribute(RMSNorm):
     """An activation kept as a lambda attribute: torch.save of the whole module cannot pickle it."""
     def __init__(self, d, eps=1e-6):
-        super().__init__()
-        self.gain = nn.Parameter(torch.ones(d))
-        self.eps = eps
+        super().__init__(d, eps)
         self.post = lambda t: t  # noqa: E731
 
     def forward(self, X):
-        return self.post(self.gain * _rms(X, self.eps))
+        return self.post(super().forward(X))
 
 
-class RandomNonPersistentBuffer(nn.Module):
+class RandomNonPersistentBuffer(RMSNorm):
     """A random offset kept out of checkpoints (persistent=False): a fresh instance draws another."""
     def __init__(self, d, eps=1e-6):
-        super().__init__()
-        self.gain = nn.Parameter(torch.ones(d))
-        self.eps = eps
+        super().__init__(d, eps)
         self.register_buffer("offset", torch.randn(d) * 1e-3, persistent=False)
 
     def forward(self, X):
-        return self.gain * _rms(X, self.eps) + self.offset
+        return super().forward(X) + self.offset
 
 
-class NaNGuard(nn.Module):
+class NaNGuard(RMSNorm):
     """Refuses NaN inputs with a Python `if` on a tensor's value: right eagerly, but torch.export traces with
     symbolic values and cannot decide the branch."""
-    def __init__(self, d, eps=1e-6):
-        super().__init__()
-        self.gain = nn.Parameter(torch.ones(d))
-        self.eps = eps
-
     def forward(self, X):
         if torch.isnan(X).any():
             raise ValueError("RMSNorm got NaN inputs")
-        return self.gain * _rms(X, self.eps)
+        return super().forward(X)
 
 
-class KeysRenamedOnSave(nn.Module):
+class KeysRenamedOnSave(RMSNorm):
     """Saves its gain under the name other checkpoints use ('weight') through a state_dict hook, with no
     matching load hook: a fresh instance, whose slot is 'gain', refuses its own checkpoint."""
     def __init__(self, d, eps=1e-6):
-        super().__init__()
-        self.gain = nn.Parameter(torch.ones(d))
-        self.eps = eps
+        super().__init__(d, eps)
         self.register_state_dict_post_hook(_gain_as_weight)
-
-    def forward(self, X):
-        return self.gain * _rms(X, self.eps)
 
 
 def _gain_as_weight(module, state_dict, prefix, local_metadata):
     state_dict[prefix + "weight"] = state_dict.pop(prefix + "gain")
 
 
-class EpsOnTheClass(nn.Module):
+class EpsOnTheClass(RMSNorm):
     """Keeps eps on the class (`type(self).eps = eps`), a setting shared by every instance: the pickle of an
     instance does not hold it, so a process that loads the pickle without constructing one has the class's
     default."""
     eps = 1e-5
 
     def __init__(self, d, eps=1e-6):
-        super().__init__()
-        self.gain = nn.Parameter(torch.ones(d))
+        super().__init__(d, eps)
+        del self.eps   # the instance's own, which the pickle would hold
         type(self).eps = eps
-
-    def forward(self, X):
-        return self.gain * _rms(X, self.eps)
 
 
 MUTANTS = [

@@ -1,132 +1,78 @@
-"""Broken PyTorch layers, one per known mistake. Each is caught in tests/test_mutants.py."""
+"""Broken PyTorch layers, one per known mistake: each layer is a correct one of tests/mutants/base_torch.py (or
+of tests/zoo/) with the method its mistake lives in overridden. Each is caught in tests/test_mutants.py."""
 import torch
 from torch import nn
 
+from layer_conformance.reference_impls.torch.linear_vjp import Linear as _Linear
+from layer_conformance.reference_impls.torch.round_ste import RoundSTE as _RoundSTE
+from tests.mutants.base_torch import CausalMask, RMSNorm
 from tests.mutants.catalogue import Mutant
-from tests.mutants.torch_contracts import LinearNoBiasGrad as _Linear   # its forward, W x + b
+from tests.zoo.torch_layers import ScaledTanhFunc
 
 
-class GainPlainTensor(nn.Module):
+class GainPlainTensor(RMSNorm):
     """The gain as a plain tensor attribute: invisible to parameters(), .to() and state_dict."""
-    def __init__(self, d, eps=1e-6):
-        super().__init__()
+    def make_gain(self, d):
         self.gain = torch.ones(d)
-        self.eps = eps
-
-    def forward(self, X):
-        return self.gain * X * X.pow(2).mean(-1, keepdim=True).add(self.eps).rsqrt()
 
 
-class GainInList(nn.Module):
+class GainInList(RMSNorm):
     """The gain inside a plain Python list: also invisible (pytorch#715)."""
-    def __init__(self, d, eps=1e-6):
-        super().__init__()
+    def make_gain(self, d):
         self.weights = [nn.Parameter(torch.ones(d))]
-        self.eps = eps
 
     def forward(self, X):
-        return self.weights[0] * X * X.pow(2).mean(-1, keepdim=True).add(self.eps).rsqrt()
+        return self.weights[0] * X * self.inverse_rms(X)
 
 
-class EpsOutsideSqrt(nn.Module):
+class EpsOutsideSqrt(RMSNorm):
     """x / (sqrt(mean x^2) + eps): right for large rows, wrong where mean square ~ eps."""
-    def __init__(self, d, eps=1e-6):
-        super().__init__()
-        self.gain = nn.Parameter(torch.ones(d))
-        self.eps = eps
-
     def forward(self, X):
         return self.gain * X / (X.pow(2).mean(-1, keepdim=True).sqrt() + self.eps)
 
 
-class WrongAxis(nn.Module):
+class WrongAxis(RMSNorm):
     """Normalizes over the batch axis instead of the feature axis."""
-    def __init__(self, d, eps=1e-6):
-        super().__init__()
-        self.gain = nn.Parameter(torch.ones(d))
-        self.eps = eps
-
-    def forward(self, X):
-        return self.gain * X * X.pow(2).mean(0, keepdim=True).add(self.eps).rsqrt()
+    def inverse_rms(self, X):
+        return X.pow(2).mean(0, keepdim=True).add(self.eps).rsqrt()
 
 
-def _triu(max_len):
-    return torch.triu(torch.ones(max_len, max_len, dtype=torch.bool), 1)
-
-
-class MaskAsParameter(nn.Module):
+class MaskAsParameter(CausalMask):
     """The mask as a Parameter: an optimizer would be handed it."""
-    def __init__(self, max_len):
-        super().__init__()
-        self.mask = nn.Parameter(_triu(max_len), requires_grad=False)
-
-    def forward(self, scores):
-        T = scores.shape[-1]
-        return scores.masked_fill(self.mask[:T, :T], float("-inf"))
+    def hold_mask(self, mask):
+        self.mask = nn.Parameter(mask, requires_grad=False)
 
 
-class MaskPlainAttribute(nn.Module):
+class MaskPlainAttribute(CausalMask):
     """The mask as a plain attribute: .to() skips it and state_dict omits it."""
-    def __init__(self, max_len):
-        super().__init__()
-        self.mask = _triu(max_len)
-
-    def forward(self, scores):
-        T = scores.shape[-1]
-        return scores.masked_fill(self.mask[:T, :T], float("-inf"))
+    def hold_mask(self, mask):
+        self.mask = mask
 
 
-class MaskEveryCall(nn.Module):
+class MaskEveryCall(CausalMask):
     """The mask built afresh at every call: right values, but no state where the contract declares one."""
-    def __init__(self, max_len):
-        super().__init__()
+    def hold_mask(self, mask):
+        pass
 
     def forward(self, scores):
         T = scores.shape[-1]
-        return scores.masked_fill(_triu(T).to(scores.device), float("-inf"))
+        return scores.masked_fill(self.masked(T).to(scores.device), float("-inf"))
 
 
-class MaskBuffer(nn.Module):
+class MaskBuffer(CausalMask):
     """Right (a near miss for the mask mutants): a persistent buffer."""
-    def __init__(self, max_len):
-        super().__init__()
-        self.register_buffer("mask", _triu(max_len))
-
-    def forward(self, scores):
-        T = scores.shape[-1]
-        return scores.masked_fill(self.mask[:T, :T], float("-inf"))
 
 
-class GainAsBuffer(nn.Module):
+class GainAsBuffer(RMSNorm):
     """The gain registered as a buffer: saved and moved, but not a parameter, so never trained."""
-    def __init__(self, d, eps=1e-6):
-        super().__init__()
+    def make_gain(self, d):
         self.register_buffer("gain", torch.ones(d))
-        self.eps = eps
-
-    def forward(self, X):
-        return self.gain * X * X.pow(2).mean(-1, keepdim=True).add(self.eps).rsqrt()
 
 
-class MaskNotPersistent(nn.Module):
+class MaskNotPersistent(CausalMask):
     """register_buffer(..., persistent=False): moves, but is missing from state_dict (pytorch#105233)."""
-    def __init__(self, max_len):
-        super().__init__()
-        self.register_buffer("mask", _triu(max_len), persistent=False)
-
-    def forward(self, scores):
-        T = scores.shape[-1]
-        return scores.masked_fill(self.mask[:T, :T], float("-inf"))
-
-
-class _RoundSTE(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, X):
-        return X.round()
-
-    @staticmethod
-    def backward(ctx, g):
-        return g
+    def hold_mask(self, mask):
+        self.register_buffer("mask", mask, persistent=False)
 
 
 def ste_forward_called_directly(w):
@@ -134,122 +80,79 @@ def ste_forward_called_directly(w):
     return _RoundSTE.forward(None, w)
 
 
-class STEDoubled(torch.autograd.Function):
+class STEDoubled(_RoundSTE):
     """A wrong surrogate: the gradient doubled."""
-    @staticmethod
-    def forward(ctx, X):
-        return X.round()
-
     @staticmethod
     def backward(ctx, g):
         return 2 * g
 
 
-class STEZeroBackward(torch.autograd.Function):
+class STEZeroBackward(_RoundSTE):
     """Called through apply, so its backward runs, but the rule returns zeros: the rule is wrong, not bypassed."""
-    @staticmethod
-    def forward(ctx, X):
-        return X.round()
-
     @staticmethod
     def backward(ctx, g):
         return torch.zeros_like(g)
 
 
-class LoadIgnoresKeys(nn.Module):
+class LoadIgnoresKeys(RMSNorm):
     """A load_state_dict override that forces strict=False ("so old checkpoints still load"): a
     checkpoint that lacks the gain leaves it at its initial ones without a word."""
-    def __init__(self, d, eps=1e-6):
-        super().__init__()
-        self.gain = nn.Parameter(torch.ones(d))
-        self.eps = eps
-
-    def forward(self, X):
-        return self.gain * X * X.pow(2).mean(-1, keepdim=True).add(self.eps).rsqrt()
-
     def load_state_dict(self, state_dict, strict=True, assign=False):
         return super().load_state_dict(state_dict, strict=False, assign=assign)
 
 
-
-class BatchMeanSquare(nn.Module):
+class BatchMeanSquare(RMSNorm):
     """RMSNorm with `.mean()` left without its axis: one mean square over the whole batch, a batch statistic
     that mixes every example into every other's output."""
-    def __init__(self, d, eps=1e-6):
-        super().__init__()
-        self.gain = nn.Parameter(torch.ones(d))
-        self.eps = eps
-
-    def forward(self, X):
-        return self.gain * X * X.pow(2).mean().add(self.eps).rsqrt()
+    def inverse_rms(self, X):
+        return X.pow(2).mean().add(self.eps).rsqrt()
 
 
-class InferenceMemo(nn.Module):
+class InferenceMemo(RMSNorm):
     """RMSNorm that memoizes its inverse RMS by input shape in a Python dict when no gradient is recorded (an
     'inference cache'): right in every first call, stale in a later one of the same shape; under torch.func.vmap
     (run without gradients) every example has the same shape, so a second vectorised call reuses the first's."""
     def __init__(self, d, eps=1e-6):
-        super().__init__()
-        self.gain = nn.Parameter(torch.ones(d))
-        self.eps = eps
+        super().__init__(d, eps)
         self._memo = {}
 
-    def forward(self, X):
+    def inverse_rms(self, X):
         if torch.is_grad_enabled():
-            return self.gain * X * X.pow(2).mean(-1, keepdim=True).add(self.eps).rsqrt()
+            return super().inverse_rms(X)
         key = tuple(X.shape)
         if key not in self._memo:
-            self._memo[key] = X.pow(2).mean(-1, keepdim=True).add(self.eps).rsqrt()
-        return self.gain * X * self._memo[key]
+            self._memo[key] = super().inverse_rms(X)
+        return self._memo[key]
 
 
-class BatchFromFirstCall(nn.Module):
+class BatchFromFirstCall(RMSNorm):
     """RMSNorm that remembers the batch size of its first call and takes a 'fast path' (the rows as one
     matrix) for batches of that size: right eagerly at every size, but a program traced with a symbolic batch
     is specialised to the remembered size (torch.export with Dim("batch") refuses it)."""
     def __init__(self, d, eps=1e-6):
-        super().__init__()
-        self.gain = nn.Parameter(torch.ones(d))
-        self.eps = eps
+        super().__init__(d, eps)
         self._batch = None
 
     def forward(self, X):
         if self._batch is None:
             self._batch = X.shape[0]
         if X.shape[0] == self._batch:
-            rows = X.reshape(-1, X.shape[-1])
-            return (self.gain * rows * rows.pow(2).mean(-1, keepdim=True).add(self.eps).rsqrt()).reshape(X.shape)
-        return self.gain * X * X.pow(2).mean(-1, keepdim=True).add(self.eps).rsqrt()
+            return super().forward(X.reshape(-1, X.shape[-1])).reshape(X.shape)
+        return super().forward(X)
 
 
-class BatchAsPythonInt(nn.Module):
+class BatchAsPythonInt(RMSNorm):
     """RMSNorm that counts its rows with a tensor op and reads the count back with int() (a host sync) to
     reshape: right eagerly, but without data (a fake or meta tensor, a traced program) there is no count."""
-    def __init__(self, d, eps=1e-6):
-        super().__init__()
-        self.gain = nn.Parameter(torch.ones(d))
-        self.eps = eps
-
     def forward(self, X):
         n = int(torch.count_nonzero(X.new_ones(X.shape[:-1])))
-        rows = X.reshape(n, X.shape[-1])
-        return (self.gain * rows * rows.pow(2).mean(-1, keepdim=True).add(self.eps).rsqrt()).reshape(X.shape)
+        return super().forward(X.reshape(n, X.shape[-1])).reshape(X.shape)
 
 
-class ScaledTanhBatchMeanGrad(torch.autograd.Function):
+class ScaledTanhBatchMeanGrad(ScaledTanhFunc):
     """scaled_tanh written for torch.func (setup_context, generate_vmap_rule) whose backward averages the
     upstream gradient over the batch axis ("smoother"): every example's gradient takes in every other's.
     The forward is right; torch.func runs the backward per example, so grad of vmap and vmap of grad show it."""
-    generate_vmap_rule = True
-
-    @staticmethod
-    def forward(x):
-        return torch.tanh(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(output)
-
     @staticmethod
     def backward(ctx, grad_output):
         (y,) = ctx.saved_tensors
@@ -258,48 +161,38 @@ class ScaledTanhBatchMeanGrad(torch.autograd.Function):
 
 # --- construction: the ways real code builds a layer -----------------------------------------------
 
-class GainIgnoresDevice(nn.Module):
+class GainIgnoresDevice(RMSNorm):
     """Takes device= and dtype=, as torch.nn's layers do, but makes its gain with torch.ones(d) alone: the
     gain lands on the CPU in float32 whatever was asked (construction on meta then allocates it for real)."""
     def __init__(self, d, eps=1e-6, device=None, dtype=None):
-        super().__init__()
-        self.gain = nn.Parameter(torch.ones(d))
-        self.eps = eps
+        super().__init__(d, eps)
 
     def reset_parameters(self):
         nn.init.ones_(self.gain)
 
-    def forward(self, X):
-        return self.gain * X * X.pow(2).mean(-1, keepdim=True).add(self.eps).rsqrt()
 
-
-class GainNoResetParameters(nn.Module):
+class GainNoResetParameters(RMSNorm):
     """Initialises its gain in __init__ only, with no reset_parameters: built on meta and materialised with
     to_empty, its gain is uninitialised memory that nothing fills."""
     def __init__(self, d, eps=1e-6, device=None, dtype=None):
-        super().__init__()
+        super().__init__(d, eps)
         self.gain = nn.Parameter(torch.ones(d, device=device, dtype=dtype))
-        self.eps = eps
-
-    def forward(self, X):
-        return self.gain * X * X.pow(2).mean(-1, keepdim=True).add(self.eps).rsqrt()
 
 
-class BiasNotReset(nn.Module):
+class BiasNotReset(RMSNorm):
     """reset_parameters resets the gain but forgets the bias, which __init__ set: after construction on meta
     and to_empty, the bias stays uninitialised."""
     def __init__(self, d, eps=1e-6, bias=False, device=None, dtype=None):
-        super().__init__()
+        super().__init__(d, eps)
         self.gain = nn.Parameter(torch.empty(d, device=device, dtype=dtype))
         self.bias = nn.Parameter(torch.zeros(d, device=device, dtype=dtype)) if bias else None
-        self.eps = eps
         self.reset_parameters()
 
     def reset_parameters(self):
         nn.init.ones_(self.gain)
 
     def forward(self, X):
-        Y = self.gain * X * X.pow(2).mean(-1, keepdim=True).add(self.eps).rsqrt()
+        Y = super().forward(X)
         return Y if self.bias is None else Y + self.bias
 
 
@@ -319,17 +212,11 @@ class ScaledTanhViewBackward(torch.autograd.Function):
         return (flat * (1 - y.reshape(-1) ** 2) * 0.5).reshape(grad_output.shape)
 
 
-class RMSNormAsStrided(nn.Module):
+class RMSNormAsStrided(RMSNorm):
     """RMSNorm that reads its input through as_strided with the strides of a contiguous tensor (a 'zero-copy'
     row view): right for contiguous inputs, other elements for a transposed view or a slice with a step."""
-    def __init__(self, d, eps=1e-6):
-        super().__init__()
-        self.gain = nn.Parameter(torch.ones(d))
-        self.eps = eps
-
     def forward(self, X):
-        X = X.as_strided(X.shape, torch.empty(X.shape, device="meta").stride())
-        return self.gain * X * X.pow(2).mean(-1, keepdim=True).add(self.eps).rsqrt()
+        return super().forward(X.as_strided(X.shape, torch.empty(X.shape, device="meta").stride()))
 
 
 class ScaledTanhInPlace(torch.autograd.Function):
@@ -392,15 +279,10 @@ class LinearGradsById(torch.autograd.Function):
         return tuple(grads)
 
 
-class ScalesInputInPlace(nn.Module):
+class ScalesInputInPlace(RMSNorm):
     """h = x; h.mul_(1 / rms): right outputs, but the caller's tensor is scaled too, and autograd refuses the
     backward (the square it saved was overwritten), as compiled and reloaded calls do: one mistake, which aliasing
     names with the op; the other failures are its symptoms."""
-    def __init__(self, d, eps=1e-6):
-        super().__init__()
-        self.gain = nn.Parameter(torch.ones(d))
-        self.eps = eps
-
     def forward(self, X):
         h = X
         h.mul_(torch.rsqrt(X.to(torch.promote_types(X.dtype, torch.float32)).pow(2).mean(-1, keepdim=True)
