@@ -7,7 +7,7 @@ import textwrap
 import pytest
 
 from tests.support import (GRAD_BINDINGS, GRAD_LAYER, USER_LAYER, USER_LAYERS, gate_run, git, git_repo, pytest_run,
-                           user_package)
+                           torch_rmsnorm, user_package)
 
 requires_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch")
 
@@ -205,26 +205,20 @@ def test_a_failing_keras_check_keeps_the_layers_stderr_and_no_harness_warning(tm
     assert "SAYS-COMPILED-7f3a" in tail and RETRACING not in tail and not FRAMEWORK_LOG.search(tail), tail[-3000:]
 
 
-LOUD = textwrap.dedent("""\
+# the user's RMSNorm, loud
+LOUD = torch_rmsnorm() + textwrap.dedent("""\
+
     import os
     import sys
     import warnings
 
-    import torch
-    from torch import nn
-
-    class Loud(nn.Module):
+    class Loud(RMSNorm):
         \"\"\"Right, and writes 10 MB to stderr in every forward, from Python and from the descriptor alike.\"\"\"
-        def __init__(self, d, eps=1e-6):
-            super().__init__()
-            self.gain = nn.Parameter(torch.ones(d))
-            self.eps = eps
-
         def forward(self, X):
             sys.stderr.write("loud " * (1 << 20))
             sys.stderr.flush()
             os.write(2, b"LOUDER " * (3 << 19))
-            return self.gain * X * X.to(torch.promote_types(X.dtype, torch.float32)).pow(2).mean(-1, keepdim=True).add(self.eps).rsqrt().to(X.dtype)
+            return super().forward(X)
 
     class Marked(Loud):
         \"\"\"Wrong (no eps): after its first call's noise, says a marker and a warning (Python shows it once).\"\"\"

@@ -2,6 +2,8 @@
 import keras
 from keras import ops
 
+from tests.mutants.base_tensorflow import RMSNorm
+
 
 class RMSNormUpcast(keras.layers.Layer):
     """Normalizes in float32 whatever the input's dtype, casts back, then scales (the pattern of
@@ -19,15 +21,9 @@ class RMSNormUpcast(keras.layers.Layer):
         return ops.cast(x, X.dtype) * ops.cast(self.scale, X.dtype)
 
 
-class RMSNormFloat32(keras.layers.Layer):
-    """Everything, the scale included, in float32; the result in the input's dtype."""
-    def __init__(self, eps=1e-6, **kwargs):
-        super().__init__(**kwargs)
-        self.eps = eps
-
-    def build(self, X_shape):
-        self.gain = self.add_weight(name="gain", shape=[X_shape[-1]], initializer="ones")
-
+class RMSNormFloat32(RMSNorm):
+    """Everything, the gain included, in float32; the result in the input's dtype (the mutants' correct Keras
+    RMSNorm with its call in float32)."""
     def call(self, X):
         x = ops.cast(X, "float32")
         y = x * ops.rsqrt(ops.mean(ops.square(x), axis=-1, keepdims=True) + self.eps) * ops.cast(self.gain, "float32")

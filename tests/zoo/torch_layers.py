@@ -40,18 +40,9 @@ class RMSNormFloat32(nn.Module):
         return y.to(X.dtype)
 
 
-class RMSNormAutocast(nn.Module):
+class RMSNormAutocast(RMSNormFloat32):
     """Mixed-precision code keeps norms out of autocast: forward runs in an autocast region
     switched off and computes in float32 (the usual guard around normalization layers)."""
-    def __init__(self, d, eps=1e-6, device=None, dtype=None):
-        super().__init__()
-        self.gain = nn.Parameter(torch.empty(d, device=device, dtype=dtype))
-        self.eps = eps
-        self.reset_parameters()
-
-    def reset_parameters(self):  # as torch.nn's layers: it can be built on meta, then materialised
-        nn.init.ones_(self.gain)
-
     def forward(self, X):
         device_type = X.device.type if X.device.type in ("cpu", "cuda") else "cpu"
         with torch.autocast(device_type=device_type, enabled=False):
@@ -60,18 +51,9 @@ class RMSNormAutocast(nn.Module):
         return (self.gain.float() * y).to(X.dtype)
 
 
-class RMSNormReturnsFloat32(nn.Module):
+class RMSNormReturnsFloat32(RMSNormFloat32):
     """Computes in float32 and returns float32 whatever the input: right for the contract's float32
     inputs; given float64 it still answers in float32, so no finite difference is meaningful."""
-    def __init__(self, d, eps=1e-6, device=None, dtype=None):
-        super().__init__()
-        self.gain = nn.Parameter(torch.empty(d, device=device, dtype=dtype))
-        self.eps = eps
-        self.reset_parameters()
-
-    def reset_parameters(self):  # as torch.nn's layers: it can be built on meta, then materialised
-        nn.init.ones_(self.gain)
-
     def forward(self, X):
         x = X.float()
         return self.gain.float() * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
