@@ -22,7 +22,7 @@ from .contract import (CONTRACT_ELEMENTS_PER_INPUT, DEFAULT_MAX_INPUT_ELEMENTS, 
 from . import hookspecs, outputs
 from .run import guard
 from .run.collection import Collection, ContractFile, TargetNode
-from .run.configure import CONFIGURED_KEY, EXECUTORS_KEY, Configuration, configure, current_run, is_worker, option
+from .run.configure import CONFIGURED_KEY, EXECUTORS_KEY, Configuration, configure, current_run, option
 from .run.executors import start_rank
 from .run.guard import GUARDED, JudgeImportGuard
 from .run.plan import run_deselected
@@ -190,8 +190,7 @@ def pytest_configure(config):
         config.pluginmanager.register(Configuration(run), "layer-conformance-configure")
         config.pluginmanager.register(Collection(config, run, executors), "layer-conformance-collection")
         config.pluginmanager.register(Running(config, run, executors), "layer-conformance-running")
-    if not is_worker(config):
-        config.pluginmanager.register(SessionEnd(config, run, executors), "layer-conformance-session-end")
+    config.pluginmanager.register(SessionEnd(config, run, executors), "layer-conformance-session-end")
     # one framework's checks on one xdist worker, so a worker imports each framework once
     if run.active and getattr(config.option, "dist", "no") == "load":
         config.option.dist = "loadgroup"

@@ -13,7 +13,7 @@ import pytest
 
 from .. import outputs
 from ..exitcodes import exit_status
-from .configure import Configured, option
+from .configure import Configured, is_worker, option
 from .executors import Executors
 from .plan import Plan, run_plan
 from .records import record_from_nodeid
@@ -28,7 +28,7 @@ def run_result(config) -> outputs.Result | None:
 
 
 class SessionEnd:
-    """The session end's hooks (registered in the process that plans the run: not on an xdist worker)."""
+    """The session end's hooks (on an xdist worker, only its executors closed)."""
 
     def __init__(self, config, run: Configured, executors: Executors | None):
         self.config, self.run, self.executors = config, run, executors
@@ -37,7 +37,7 @@ class SessionEnd:
     def pytest_sessionfinish(self, session):
         if self.executors is not None:
             self.executors.close()
-        if not self.run.active:
+        if not self.run.active or is_worker(session.config):   # a worker's run ends in the controller
             return
         # before the gate's verdict and any results file: the contracts, bindings and expectations are still the
         # bytes read before any user code ran, else the run is refused (exit 4, each changed file named): no
@@ -102,6 +102,8 @@ class SessionEnd:
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
         run = self.run
+        if is_worker(config):
+            return
         if run.left_out:
             what = "conformance_impl" if option(config, "impl", "conformance_impl") else "conformance_bindings"
             terminalreporter.write_line(
