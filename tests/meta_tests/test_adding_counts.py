@@ -49,7 +49,6 @@ NAMES_OTHER_CHECKS = {
     "binding.py": ({"parameters"}, "a word of a message"),
     "boundary/session.py": ({"native"}, "the executor for native layers"),
     "reference_check.py": ({"properties", "second_order"}, "contract sections of the same names"),
-    "plugin.py": ({"batching", "construction", "export", "layout"}, "protocol areas among the judge's modules"),
 }
 
 
