@@ -19,6 +19,6 @@ def pytest_conformance_verdict(session, records, planned):
 
 @pytest.hookspec
 def pytest_conformance_planned(config, plan):
-    """The run's plan, once made, before any check runs: ``plan`` a ``layer_conformance.run.plan.Plan`` (node ids
+    """The run's plan, once made, before any check runs: ``plan`` a ``layer_conformance.run.handover.Plan`` (node ids
     of every check this run executes, the n/a records of those never collected). The collection phase makes it;
     the running phase writes it to the journal beside the results file."""

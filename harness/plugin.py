@@ -22,10 +22,10 @@ from .contract import (CONTRACT_ELEMENTS_PER_INPUT, DEFAULT_MAX_INPUT_ELEMENTS, 
 from . import hookspecs, outputs
 from .run import guard
 from .run.collection import Collection, ContractFile, TargetNode
-from .run.configure import CONFIGURED_KEY, EXECUTORS_KEY, Configuration, configure, current_run, option
+from .run.configure import Configuration, configure, current_run, option
 from .run.executors import start_rank
 from .run.guard import GUARDED, JudgeImportGuard
-from .run.plan import run_deselected
+from .run.handover import run_deselected
 from .run.running import ConformanceItem, Running, blocker_nodeid
 from .run.session_end import SessionEnd, run_result
 
@@ -183,9 +183,6 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "conformance: a layer conformance check")
     outputs.configure(config)   # JUnit's names (layer_conformance.outputs.junit)
     run, executors = configure(config, JUDGE_MODULES)
-    config.stash[CONFIGURED_KEY] = run
-    if executors is not None:
-        config.stash[EXECUTORS_KEY] = executors
     if run.active:
         config.pluginmanager.register(Configuration(run), "layer-conformance-configure")
         config.pluginmanager.register(Collection(config, run, executors), "layer-conformance-collection")

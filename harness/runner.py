@@ -50,6 +50,7 @@ def run_check(ctx: CheckContext, check: str, timeout: float | None = None) -> di
     The code under test runs in ``ctx.session``'s executors; the limits are enforced from outside (the
     executor is killed at the deadline).
     """
+    from .boundary import CheckTimeout, ExecutorLost   # BaseExceptions: a check's ``except Exception`` cannot hide them
     rec: dict = {"check": check}
     if timeout is None:
         timeout = ctx.contract.timeout or DEFAULT_TIMEOUT
@@ -62,7 +63,7 @@ def run_check(ctx: CheckContext, check: str, timeout: float | None = None) -> di
         with _isolation(ctx, notes, timeout):
             details = _checked(ctx, check)
         rec.update(outcome="passed", message="", details=_jsonable(details))
-    except (CheckFailed, Exception) as exc:
+    except (CheckFailed, Exception, CheckTimeout, ExecutorLost) as exc:   # not KeyboardInterrupt: the run ends
         rec.update(_outcome_of(exc, ctx, check, timeout))
     if notes:
         rec.setdefault("details", {})["global_state"] = notes

@@ -14,7 +14,7 @@ from ..contract import ContractError
 from ..nodeids import parse as parse_nodeid
 from .configure import CONFIGURED_KEY, EXECUTORS_KEY, Configured, covers, is_worker
 from .executors import Executors, start_rank
-from .plan import DESELECTED_KEY, PLAN_KEY, Plan, run_deselected
+from .handover import DESELECTED_KEY, PLAN_KEY, Plan, run_deselected
 from .records import target_record
 from .running import ConformanceItem
 

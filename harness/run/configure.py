@@ -311,15 +311,16 @@ def _collection_args(config, paths, alone: bool) -> dict:
 
 
 def configure(config, judge_modules) -> tuple[Configured, Executors | None]:
-    """The run as configured, and its executors (None where it is not active); ``judge_modules``: what the judge
-    imports before any user code (layer_conformance.plugin.JUDGE_MODULES)."""
+    """The run as configured, and its executors (None where it is not active), each stashed (the phase's keys);
+    ``judge_modules``: what the judge imports before any user code (layer_conformance.plugin.JUDGE_MODULES)."""
     asked = _asked(config)
     common = dict(left_out=asked.left_out, alone=asked.alone, seed=asked.seed, devices=asked.devices,
                   checks=asked.checks, json_path=asked.json_path)
     if not asked.active:
-        return Configured(active=False, **common), None
+        config.stash[CONFIGURED_KEY] = run = Configured(active=False, **common)
+        return run, None
     max_input_elements, budget = _element_limits(config)
-    executors = Executors(config, _keep_warm(config))
+    executors = config.stash[EXECUTORS_KEY] = Executors(config, _keep_warm(config))
     # the executors started below end with the config however it ends: a usage or contract error raised
     # before the session ends them (pytest runs no sessionfinish then), without waiting for a framework import
     config.add_cleanup(executors.close)
@@ -363,11 +364,13 @@ def configure(config, judge_modules) -> tuple[Configured, Executors | None]:
         executors.close()  # the executors started above
         raise pytest.UsageError("\n".join(misfits))
     limits = tuple((name, config.getoption(name)) for name in ("check_timeout", "memory_limit", "max_input_elements"))
-    return Configured(active=True, **common, dtypes=dtypes, targets=targets, contracts=contracts, by_path=by_path,
-                      paths=paths, inputs=inputs, pythons=pythons,
-                      compile_backend=option(config, "compile_backend", "conformance_compile_backend") or None,
-                      max_input_elements=max_input_elements, budget=budget, sandbox=sandbox, limits=limits,
-                      **_collection_args(config, paths, asked.alone)), executors
+    run = Configured(active=True, **common, dtypes=dtypes, targets=targets, contracts=contracts, by_path=by_path,
+                     paths=paths, inputs=inputs, pythons=pythons,
+                     compile_backend=option(config, "compile_backend", "conformance_compile_backend") or None,
+                     max_input_elements=max_input_elements, budget=budget, sandbox=sandbox, limits=limits,
+                     **_collection_args(config, paths, asked.alone))
+    config.stash[CONFIGURED_KEY] = run
+    return run, executors
 
 
 def _baseline_loaded(config) -> list | None:

@@ -1,36 +1,21 @@
 """The running phase: each check's item run, its record attached to its report, and every record collected as its
 report arrives (from this process or from an xdist worker), in the journal beside the results file as it comes.
-What it hands on, once the checks have run, is frozen and stashed (``REPORTED_KEY``); the journal, its own, it closes
-at pytest's end, removed where the session's end says the results file holds all it held (``ENDED_KEY``)."""
+What it hands on, once the checks have run, is frozen and stashed (``handover.REPORTED_KEY``); the journal, its own,
+it closes at pytest's end, removed where the session's end says the results file holds all it held
+(``handover.ENDED_KEY``)."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 import pytest
 
 from ..record import Record
 from .configure import CONFIGURED_KEY, EXECUTORS_KEY, Configured, is_worker
 from .executors import Executors
-from .plan import run_deselected, run_plan
+from .handover import ENDED_KEY, REPORTED_KEY, Reported, run_deselected, run_plan
 from .records import record_from_nodeid, target_record
 
 
-@dataclass(frozen=True)
-class Reported:
-    records: tuple       # every check's record, in the order the reports came
-    loaded_files: dict   # (contract, impl, framework) -> {"files": set, "truncated": bool}, from the reports
-    interrupted: str | None   # the signal that ended the run early
-
-
-@dataclass(frozen=True)
-class Ended:
-    """What the session's end says of the journal: the results file holds all it held (then it goes)."""
-    journal_superseded: bool
-
-
-REPORTED_KEY = pytest.StashKey[Reported]()
-ENDED_KEY = pytest.StashKey[Ended]()
 _RUNNING_KEY = pytest.StashKey["Running"]()
 
 

@@ -15,9 +15,8 @@ from .. import outputs
 from ..exitcodes import exit_status
 from .configure import Configured, is_worker, option
 from .executors import Executors
-from .plan import Plan, run_plan
+from .handover import ENDED_KEY, REPORTED_KEY, Ended, Plan, Reported, run_plan
 from .records import record_from_nodeid
-from .running import ENDED_KEY, REPORTED_KEY, Ended, Reported
 
 _RESULT_KEY = pytest.StashKey[outputs.Result]()
 

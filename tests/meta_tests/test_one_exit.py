@@ -1,6 +1,7 @@
-"""One exit, one record constructor (issue 45 §4): the exit status is decided by one function
-(``exitcodes.exit_status``) and set in one place (the session's end; ``merge --gate`` returns it); a record is
-constructed by one function (``record.make``). Everything else hands them data."""
+"""One exit, one record constructor, one writer per stash key (issue 45 §4, §5): the exit status is decided by one
+function (``exitcodes.exit_status``) and set in one place (the session's end; ``merge --gate`` returns it); a record
+is constructed by one function (``record.make``); each phase of the run (layer_conformance.run) writes its own stash
+keys, and none another's. Everything else hands them data."""
 from __future__ import annotations
 
 import ast
@@ -13,6 +14,11 @@ HARNESS = ROOT / "harness"
 EXIT_STATUS_SET = {("run/session_end.py", "SessionEnd.pytest_sessionfinish")}
 EXIT_CALLED = {("exitcodes.py", "stop_for_broken_contract"), ("__main__.py", "")}
 RECORD_MADE = {("record.py", "make")}
+# the stash keys of the run's phases, each with the one module that writes it
+STASH_WRITERS = {"CONFIGURED_KEY": "run/configure.py", "EXECUTORS_KEY": "run/configure.py",
+                 "PLAN_KEY": "run/collection.py", "DESELECTED_KEY": "run/collection.py",
+                 "_RUNNING_KEY": "run/running.py", "REPORTED_KEY": "run/running.py",
+                 "ENDED_KEY": "run/session_end.py", "_RESULT_KEY": "run/session_end.py"}
 
 
 def _calls(tree: ast.AST):
@@ -95,6 +101,23 @@ def test_a_record_is_constructed_in_one_place():
             if isinstance(f, ast.Attribute) and f.attr == "replace" and getattr(f.value, "id", "") == "dataclasses":
                 copies.add((rel, where))
     assert not copies, copies
+
+
+def _stash_writes(node) -> list[str]:
+    """The names of the keys ``node`` assigns in a stash (``config.stash[KEY] = ...``)."""
+    targets = node.targets if isinstance(node, ast.Assign) else []
+    return [t.slice.id for t in targets if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Attribute)
+            and t.value.attr == "stash" and isinstance(t.slice, ast.Name)]
+
+
+def test_each_phase_writes_its_own_stash_keys():
+    written: dict = {}
+    for path in sorted([HARNESS / "plugin.py", *(HARNESS / "run").glob("*.py")]):
+        rel = path.relative_to(HARNESS).as_posix()
+        for _, node in _calls(ast.parse(path.read_text())):
+            for key in _stash_writes(node):
+                written.setdefault(key, set()).add(rel)
+    assert written == {k: {v} for k, v in STASH_WRITERS.items()}
 
 
 def test_the_measures_find_what_they_look_for():
