@@ -38,7 +38,7 @@ def verdict_decides(pytest_status: int, nothing_selected: bool = False) -> bool:
 
 def exit_status(verdict_code: int | None, pytest_status: int = ExitCode.OK, *, nothing_selected: bool = False,
                 incomplete: bool = False, usage_error: bool = False, unwritten: bool = False,
-                inputs_changed: bool = False) -> int:
+                inputs_changed: bool = False, contract_error: bool = False) -> int:
     """The run's exit status, the one place it is decided.
 
     verdict_code: the verdict's (``layer_conformance.verdict``; None: no verdict decides it, pytest's stands).
@@ -47,7 +47,10 @@ def exit_status(verdict_code: int | None, pytest_status: int = ExitCode.OK, *, n
     incomplete: a planned check never reported: never 0 (nor 5).
     usage_error: a record says its binding does not fit its layer: 4 where it would be 0 or 1.
     unwritten: an output file could not be written: never 0.
-    inputs_changed: a contract, bindings or expectations file changed during the run: 4, no verdict."""
+    inputs_changed: a contract, bindings or expectations file changed during the run: 4, no verdict.
+    contract_error: a contract did not load: 3, before any collection (``stop_for_broken_contract``)."""
+    if contract_error:
+        return ExitCode.CONTRACT_ERROR
     if inputs_changed:
         return ExitCode.USAGE_ERROR
     status = pytest_status
@@ -64,7 +67,7 @@ def exit_status(verdict_code: int | None, pytest_status: int = ExitCode.OK, *, n
 
 def stop_for_broken_contract(message: str):
     """A contract that does not load stops the run while pytest configures it, before any collection (exit 3,
-    ``message`` printed once by pytest): the one status set outside ``exit_status``, since pytest runs no session
-    end for a run stopped there."""
+    ``message`` printed once by pytest): pytest runs no session end for a run stopped there, so its status is given
+    with the stop (still ``exit_status``'s)."""
     import pytest
-    pytest.exit(message, returncode=EXIT_CONTRACT_ERROR)
+    pytest.exit(message, returncode=exit_status(None, contract_error=True))

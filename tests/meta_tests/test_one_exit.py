@@ -84,6 +84,7 @@ def test_the_owner_decides_from_the_verdict():
     assert exit_status(ExitCode.FAILED, usage_error=True) == ExitCode.USAGE_ERROR
     assert exit_status(ExitCode.OK, unwritten=True) == ExitCode.FAILED
     assert exit_status(ExitCode.OK, ExitCode.INTERRUPTED, inputs_changed=True) == ExitCode.USAGE_ERROR
+    assert exit_status(None, contract_error=True) == ExitCode.CONTRACT_ERROR
 
 
 def test_a_record_is_constructed_in_one_place():
