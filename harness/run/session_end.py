@@ -62,10 +62,10 @@ class SessionEnd:
         config = session.config
         collect_only = config.option.collectonly
         plan = run_plan(config)
-        reported_ = config.stash.get(REPORTED_KEY, None) or Reported((), {}, None)
+        reports = config.stash.get(REPORTED_KEY, None) or Reported((), {}, None)
         planned = None if collect_only or plan is None else list(plan.planned)
         # as each check reported it, the plan's n/a first: never changed after
-        reported = (*(plan.not_applicable if plan is not None else ()), *reported_.records)
+        reported = (*(plan.not_applicable if plan is not None else ()), *reports.records)
         judged = config.hook.pytest_conformance_verdict(session=session, records=reported, planned=planned)
         if judged is None:   # the gate is not installed: the verdict alone, pytest's status stands
             judged = outputs.Judgement(verdict(reported, planned))
@@ -73,10 +73,10 @@ class SessionEnd:
         facts = dict(nothing_selected=self.run.selected_nothing)
         document = None
         if not collect_only:
-            not_run, completeness = self._account_for_the_plan(session, plan, reported, reported_.interrupted)
+            not_run, completeness = self._account_for_the_plan(session, plan, reported, reports.interrupted)
             records += tuple(not_run)
             facts.update(incomplete=not completeness["complete"], usage_error=any(r.usage_error for r in records))
-            document = _document(self.run, plan, records, completeness, reported_.loaded_files,
+            document = _document(self.run, plan, records, completeness, reports.loaded_files,
                                  judged.expectations_added)
         result = outputs.Result(verdict=judged.verdict, records=records, document=document, lines=tuple(judged.lines),
                                 baseline=judged.baseline, baseline_name=judged.baseline_name)
