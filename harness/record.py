@@ -155,7 +155,7 @@ def inert(value):
 NA_SOURCES = ("contract", "framework", "layer")
 
 
-from .protocol import NotApplicable  # noqa: E402,F401  (the typed n/a: one definition, shared with the layer side)
+from .protocol.not_applicable import NotApplicable  # noqa: E402,F401  (the typed n/a: one definition, shared with the layer side)
 
 
 _ALWAYS = (set(KEY) - set(OPTIONAL_KEY)) | {"outcome", "message"}

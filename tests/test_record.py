@@ -225,7 +225,9 @@ def test_the_harness_import_map_has_no_cycle():
     graph = _import_graph(ROOT / "harness")
     assert "layer_conformance.results" in graph["layer_conformance.gate.hooks"] and "layer_conformance.plugin" in graph["layer_conformance.gate.hooks"]
     assert _cycles(graph) == []
-    assert graph["layer_conformance.record"] == set(), "the record type imports nothing else from the harness"
+    # the one n/a exception is the protocol's (both sides raise it): the record type imports that leaf and nothing else
+    assert graph["layer_conformance.record"] <= {"layer_conformance.protocol", "layer_conformance.protocol.not_applicable"}, \
+        "the record type imports nothing else from the harness"
 
 
 def test_no_arrow_runs_from_the_adapters_to_the_checks():

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import wire
-from . import NotApplicablePart
+from .not_applicable import NotApplicablePart
 from .not_applicable import NotApplicable
 
 

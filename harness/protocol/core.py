@@ -57,9 +57,8 @@ class CoreProtocol:
     # -- detection and environment --------------------------------------------------------
     def implements(self, method: str) -> bool:
         """Whether this adapter has its own ``method`` (not its protocol's placeholder)."""
-        from . import PROTOCOLS
-        placeholder = next((getattr(p, method) for p in PROTOCOLS if method in vars(p)), None)
-        return getattr(type(self), method, None) is not placeholder
+        owner = next((c for c in type(self).__mro__ if method in vars(c)), None)
+        return owner is not None and not owner.__module__.startswith(__name__.rpartition(".")[0] + ".")
 
     def owns(self, obj) -> bool:
         """True when ``obj`` (a class, factory or function) belongs to this framework."""

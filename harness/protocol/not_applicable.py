@@ -2,6 +2,10 @@
 package (which imports the areas)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from .. import wire
+
 
 class NotApplicable(Exception):
     """The one way to say "this check does not apply here, because REASON", end to end: adapters (the framework
@@ -21,3 +25,16 @@ class NotApplicable(Exception):
         # (``check_catalog.na_source``), never from the executor's word
         self.code = code
         self.source = source
+
+
+@wire.reply("protocol.NotApplicablePart")
+@dataclass(frozen=True)
+class NotApplicablePart:
+    """A part of a reply that does not apply here (one way of several, one policy, one gradient), with why: the
+    value a reply holds where the rest of the reply goes on (``NotApplicable`` ends the whole call). Its text is
+    "n/a: REASON", as every view shows an n/a."""
+    reason: str     # why, in words
+    code: str = ""  # the reason's id in ``check_catalog.NA_REASONS``, where one is given
+
+    def __str__(self) -> str:
+        return f"n/a: {self.reason}"

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import wire
-from . import NotApplicablePart
+from .not_applicable import NotApplicablePart
 from .not_applicable import NotApplicable
 
 

@@ -19,7 +19,7 @@ HARNESS = ROOT / "harness"
 # the one n/a exception, and the one skip that is not n/a (checks.base says why the two differ);
 # and the value a typed reply holds for a part that is n/a while the rest of the reply goes on (not an exception)
 ALLOWED_CLASSES = {("protocol/not_applicable.py", "NotApplicable"), ("checks/base.py", "CheckSkipped"),
-                   ("protocol/__init__.py", "NotApplicablePart")}
+                   ("protocol/not_applicable.py", "NotApplicablePart")}
 # where the record form of n/a is written: the runner (from the exception, and from contract_says), the run's
 # collection phase (the records of checks never collected, from contract_says' reasons) and contract_says itself
 ALLOWED_NA_TRUE = {"runner.py", "run/collection.py", "checks/applicable.py"}
