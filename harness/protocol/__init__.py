@@ -6,27 +6,13 @@ Areas: core (build, call, state), autodiff, compile, export, precision, batching
 aliasing), shapes (abstract shapes, a symbolic batch axis)."""
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 from .. import wire
-from .not_applicable import NotApplicable  # noqa: F401  (the one n/a exception, in a leaf module the areas import: re-exported)
+from .not_applicable import NotApplicable, NotApplicablePart  # noqa: F401  (in a leaf module the areas import: re-exported)
 
 
-@wire.reply("protocol.NotApplicablePart")
-@dataclass(frozen=True)
-class NotApplicablePart:
-    """A part of a reply that does not apply here (one way of several, one policy, one gradient), with why: the
-    value a reply holds where the rest of the reply goes on (``NotApplicable`` ends the whole call). Its text is
-    "n/a: REASON", as every view shows an n/a."""
-    reason: str     # why, in words
-    code: str = ""  # the reason's id in ``check_catalog.NA_REASONS``, where one is given
-
-    def __str__(self) -> str:
-        return f"n/a: {self.reason}"
-
-
-from .core import CoreProtocol  # noqa: E402  (the areas import NotApplicable and NotApplicablePart from here)
+from .core import CoreProtocol  # noqa: E402
 from .autodiff import AutodiffProtocol  # noqa: E402
 from .compile import CompileProtocol  # noqa: E402
 from .export import ExportProtocol  # noqa: E402
@@ -68,49 +54,27 @@ def _replies() -> dict[str, tuple[type, bool]]:
     return out
 
 
-# method -> (reply type, a sequence of them): what ``typed_reply`` makes of a method's result
+# method -> (reply type, a sequence of them): what ``typed_reply`` holds a method's result to
 REPLIES = _replies()
-# a reply dict's older key -> the field it fills (the ways of ``abstract_outputs`` said n/a as "na")
-_KEYS = {"na": "not_applicable"}
 
 
 def typed_reply(method: str, value):
-    """``value``, what the adapter's ``method`` returned, as the reply type its protocol declares: a plain dict (or
-    a list of them) becomes the type, strictly (an unknown key, or a missing field without a default, raises
-    TypeError naming the method and the key); a value that is the type already passes, as does the result of a
-    method without a declared reply type."""
+    """``value``, what the adapter's ``method`` returned, checked against the reply type its protocol declares: the
+    type itself (or, where the method returns a sequence of them, a list or tuple of it, given back as a list)
+    passes as it is; anything else (a plain dict, a list of dicts) raises TypeError naming the method, so that a
+    layer-side adapter that returns an untyped structure is caught where it answers. The result of a method without
+    a declared reply type passes untouched."""
     if method not in REPLIES:
         return value
     kind, many = REPLIES[method]
-    if many:
-        if not isinstance(value, (list, tuple)):
-            raise TypeError(f"{method} returned a {type(value).__name__}, not a list of {kind.__name__}")
-        return [_typed(method, kind, v) for v in value]
-    return _typed(method, kind, value)
-
-
-def _typed(method: str, kind: type, value):
-    if isinstance(value, kind):
+    if not many:
+        if not isinstance(value, kind):
+            raise TypeError(f"{method} returned a {type(value).__name__}, not a {kind.__name__}")
         return value
-    if not isinstance(value, dict):
-        raise TypeError(f"{method} returned a {type(value).__name__}, not a {kind.__name__}")
-    fields = {f.name: f for f in dataclasses.fields(kind)}
-    given = {_KEYS.get(k, k): v for k, v in value.items()}
-    for key in given:
-        if key not in fields:
-            raise TypeError(f"{method} returned a {kind.__name__} with the unknown key {key!r}")
-    for name, f in fields.items():
-        if name not in given and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            raise TypeError(f"{method} returned a {kind.__name__} without the key {name!r}")
-    return kind(**{k: _field(fields[k], v) for k, v in given.items()})
-
-
-def _field(f, value):
-    """A dict's value as the field's declared type has it: a reason in words as a NotApplicablePart, a list as a
-    tuple."""
-    said = str(f.type)
-    if isinstance(value, str) and "NotApplicablePart" in said:
-        return NotApplicablePart(value)
-    if isinstance(value, list) and said.startswith("tuple"):
-        return tuple(value)
-    return value
+    if not isinstance(value, (list, tuple)):
+        raise TypeError(f"{method} returned a {type(value).__name__}, not a list of {kind.__name__}")
+    for i, item in enumerate(value):
+        if not isinstance(item, kind):
+            raise TypeError(f"{method} returned a list whose item {i} is a {type(item).__name__}, not a "
+                            f"{kind.__name__}")
+    return list(value)

@@ -103,17 +103,49 @@ def test_the_wire_refuses_an_unknown_type_or_other_fields():
         wire.decode({**stats, "fields": stats["fields"][1:]}, None)
 
 
-def test_typed_reply_is_strict_and_says_n_a_as_a_type():
-    ways = protocol.typed_reply("abstract_outputs", [{"way": "a", "na": "no symbolic graph"},
-                                                     {"way": "b", "shape": [2, 3], "dtype": "float32"}])
-    assert ways[0].not_applicable == protocol.NotApplicablePart("no symbolic graph")
-    assert str(ways[0].not_applicable) == "n/a: no symbolic graph" and ways[1].shape == (2, 3)
+def test_typed_reply_passes_the_declared_types_and_says_n_a_as_a_type():
+    from layer_conformance.protocol.compile import CompileStats
+    from layer_conformance.protocol.shapes import AbstractWay
+    ways = [AbstractWay("a", not_applicable=protocol.NotApplicablePart("no symbolic graph", "not_hybrid")),
+            AbstractWay("b", shape=(2, 3), dtype="float32")]
     assert protocol.typed_reply("abstract_outputs", ways) == ways  # the types pass as they are
+    assert protocol.typed_reply("abstract_outputs", tuple(ways)) == ways  # a tuple of them too, as a list
+    assert str(ways[0].not_applicable) == "n/a: no symbolic graph"
+    stats = CompileStats(traces=1, graphs=1)
+    assert protocol.typed_reply("compile_stats", stats) is stats
     assert protocol.typed_reply("numpy", [1.0]) == [1.0]  # a method without a reply type: untouched
-    with pytest.raises(TypeError, match="compile_stats .*'graphs'"):
-        protocol.typed_reply("compile_stats", {"traces": 1})
-    with pytest.raises(TypeError, match="construction_run .*'problem'"):
-        protocol.typed_reply("construction_run", [{"part": "p", "problem": []}])
+
+
+@pytest.mark.parametrize("method,value,said", [
+    ("compile_stats", {"traces": 1, "graphs": 1}, "compile_stats returned a dict, not a CompileStats"),
+    ("construction_run", [{"part": "p", "problems": []}], "construction_run returned a list whose item 0 is a dict"),
+    ("construction_run", {"part": "p"}, "construction_run returned a dict, not a list of ConstructionPart"),
+    # the older spellings are gone: an n/a as an "na" key, or as a reason in words where a NotApplicablePart goes
+    ("abstract_outputs", [{"way": "a", "na": "no symbolic graph"}], "abstract_outputs returned a list whose item 0"),
+    ("vmap_vjp", {"grad_of_vmap": "no rule", "vmap_of_grad": []}, "vmap_vjp returned a dict, not a VmapGrads"),
+    ("symbolic_batch", None, "symbolic_batch returned a NoneType, not a SymbolicBatch"),
+])
+def test_typed_reply_refuses_anything_but_the_declared_type(method, value, said):
+    """A layer-side adapter that returns a dict (or a list of them) is caught where the executor answers, naming
+    the method."""
+    with pytest.raises(TypeError, match=said):
+        protocol.typed_reply(method, value)
+
+
+def test_every_layerside_adapter_returns_the_reply_types_itself():
+    """No layer-side area file builds a reply as a dict literal in a method with a declared reply type (the
+    executor's ``typed_reply`` no longer converts one)."""
+    wrong = []
+    for path in sorted((ROOT / "harness" / "layerside").glob("*/*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.FunctionDef) and node.name in protocol.REPLIES):
+                continue
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.Dict) and any(isinstance(k, ast.Constant) and k.value in {
+                        f.name for f in dataclasses.fields(protocol.REPLIES[node.name][0])} | {"na"}
+                        for k in inner.keys):
+                    wrong.append(f"{path.relative_to(ROOT)}:{inner.lineno} ({node.name})")
+    assert not wrong, "construct the protocol's reply type (harness/protocol/<area>.py):\n" + "\n".join(wrong)
 
 
 def test_the_remote_adapter_answers_the_protocols_methods_and_no_other():

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from ...protocol.batching import BatchingProtocol
+from ...protocol.batching import BatchingProtocol, VmapGrads
 from .core import _wants_x64, _x64
 
 
@@ -48,5 +48,5 @@ class JaxBatching(BatchingProtocol):
             # eager: an argument JAX holds static (nondiff_argnums) cannot be a jit tracer
             grad_of_vmap, vmap_of_grad = whole(args, self.tensor(cotangent))
         a, b = dict(zip(wrt, grad_of_vmap)), dict(zip(wrt, vmap_of_grad))
-        return {"grad_of_vmap": [a.get(i) for i in range(len(inputs))],
-                "vmap_of_grad": [b.get(i) for i in range(len(inputs))]}
+        return VmapGrads(grad_of_vmap=tuple(a.get(i) for i in range(len(inputs))),
+                         vmap_of_grad=tuple(b.get(i) for i in range(len(inputs))))

@@ -13,7 +13,7 @@ import numpy as np
 from flax import nnx
 
 from ...protocol import NotApplicable
-from ...protocol.construction import ConstructionProtocol
+from ...protocol.construction import ConstructionPart, ConstructionProtocol
 from ...protocol.core import import_spec
 from .core import _value
 
@@ -74,7 +74,7 @@ class JaxConstruction(ConstructionProtocol):
                 elif got[n] != real[n]:
                     problems.append(f"{n!r} is {list(got[n][0])} {got[n][1]} abstractly, {list(real[n][0])} "
                                     f"{real[n][1]} when built")
-        parts = [{"part": part, "problems": problems, "hint": hint}]
+        parts = [ConstructionPart(part=part, problems=tuple(problems), hint=hint)]
         part = "two constructions with the same nnx.Rngs seed"
         twin = self.construct(impl, constructor)
         values = {n: _seed_value(v) for n, v in _seeded(twin).items()}
@@ -89,12 +89,12 @@ class JaxConstruction(ConstructionProtocol):
                     f"constructions with nnx.Rngs(0){' (RNG stream state)' if streams else ''}: the constructor "
                     f"draws from a source other than the nnx.Rngs it is given (numpy or Python's random, the time, "
                     f"a global counter); {fix}"] if differ else []
-        parts.append({"part": part, "problems": problems, "hint": None})
+        parts.append(ConstructionPart(part=part, problems=tuple(problems), hint=None))
         if _takes_rngs(impl):
             parts.append(self._another_seed(impl, constructor, made, values))
         return parts
 
-    def _another_seed(self, impl, constructor, made, values) -> dict:
+    def _another_seed(self, impl, constructor, made, values) -> ConstructionPart:
         """A third construction, with nnx.Rngs(1): a constructor that takes rngs and draws from a seed of its own
         (nnx.Rngs(0) inside) makes the same RNG streams and random parameters whatever seed it is given."""
         reseeded = self.construct(impl, {**constructor, "rngs": nnx.Rngs(1)})
@@ -109,4 +109,4 @@ class JaxConstruction(ConstructionProtocol):
                     f"and nnx.Rngs(1): the constructor takes rngs and ignores the seed it is given (it draws from an "
                     f"nnx.Rngs of its own, or a fixed key); draw every random value, and fork every RNG stream, from "
                     f"the rngs given"] if stuck else []
-        return {"part": "a construction with another nnx.Rngs seed", "problems": problems, "hint": None}
+        return ConstructionPart(part="a construction with another nnx.Rngs seed", problems=tuple(problems), hint=None)

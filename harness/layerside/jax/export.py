@@ -12,7 +12,7 @@ from flax import nnx
 
 from ...protocol import NotApplicable
 from ...protocol.core import import_spec
-from ...protocol.export import ExportProtocol
+from ...protocol.export import ExportNotes, ExportProtocol
 from .core import _wants_x64, _x64
 
 
@@ -46,13 +46,13 @@ class JaxExport(ExportProtocol):
                     blob = exported.serialize(vjp_order=1)
                 with open(os.path.join(path, f"program{i}.bin"), "wb") as f:
                     f.write(blob)
-            return {"gradients": "kept", "state_gradients": "the state is baked into the program as constants"}
+            return ExportNotes(gradients="kept", state_gradients="the state is baked into the program as constants")
         if fmt == "nnx":
             graphdef, state = nnx.split(obj)
             # the graph definition pickles by class (a deployment imports the module); the state as numpy
             with open(os.path.join(path, "layer.pkl"), "wb") as f:
                 pickle.dump((graphdef, jax.tree.map(_to_numpy_keeping_keys, state)), f)
-            return {"gradients": "kept"}
+            return ExportNotes(gradients="kept")
         raise NotApplicable(f"{fmt} is not a JAX format", code="no_format")
 
     def export_load(self, fmt, path, impl_spec=None, constructor=None, examples=None):

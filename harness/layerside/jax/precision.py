@@ -14,7 +14,7 @@ from flax import nnx
 
 from ...protocol import NotApplicable
 from ...protocol.core import import_spec
-from ...protocol.precision import PrecisionProtocol
+from ...protocol.precision import MixedPrecisionPolicy, MixedPrecisionRun, PrecisionProtocol
 from .core import _x64
 
 
@@ -34,7 +34,7 @@ class JaxPrecision(PrecisionProtocol):
         if missing:
             raise NotApplicable(f"the constructor takes no {' or '.join(missing)} argument (flax.nnx's convention "
                               f"for mixed precision: params created in param_dtype, computed in dtype)", code="no_precision_policy")
-        return [{"policy": self._MIXED, "variables": "float32", "compute": "bfloat16", "output": "bfloat16"}]
+        return [MixedPrecisionPolicy(policy=self._MIXED, variables="float32", compute="bfloat16", output="bfloat16")]
 
     def mixed_precision_run(self, impl, constructor, inputs, policy, assign=None, cotangent=None, wrt=()):
         impl = import_spec(impl) if isinstance(impl, str) else impl
@@ -53,11 +53,11 @@ class JaxPrecision(PrecisionProtocol):
         if not isinstance(out, jax.Array):
             raise TypeError(f"the output is a {type(out).__name__}, not a jax.Array")
         values = out.astype(jnp.float32) if out.dtype in (jnp.bfloat16, jnp.float16) else out
-        return {"mechanism": f"{impl.__name__}(..., {policy})", "output_dtype": self.dtype_name(out),
-                "output": np.asarray(values), "compute_dtype": None, "gradients": grads,
-                "variables": {n: self.dtype_name(v) for n, v in self._variables(layer).items()},
-                "input_dtypes": [str(np.asarray(a).dtype) for a in inputs], "input_gradients": input_grads,
-                "notes": []}
+        return MixedPrecisionRun(mechanism=f"{impl.__name__}(..., {policy})", output_dtype=self.dtype_name(out),
+                                 output=np.asarray(values), compute_dtype=None, gradients=grads,
+                                 variables={n: self.dtype_name(v) for n, v in self._variables(layer).items()},
+                                 input_dtypes=tuple(str(np.asarray(a).dtype) for a in inputs),
+                                 input_gradients=tuple(input_grads), notes=())
 
     def to_dtype(self, layer, dtype):
         if not isinstance(layer, nnx.Module):

@@ -9,7 +9,7 @@ import jax
 import numpy as np
 from flax import nnx
 
-from ...protocol.shapes import ShapesProtocol
+from ...protocol.shapes import AbstractWay, ShapesProtocol, SymbolicBatch
 from ..common import abstract_error
 from .core import _Compiled, _wants_x64, _x64
 
@@ -32,10 +32,10 @@ class JaxShapes(ShapesProtocol):
             try:
                 out = run()
             except Exception as exc:
-                return [{"way": way, "error": abstract_error(exc)}]
+                return [AbstractWay(way=way, error=abstract_error(exc))]
         if not hasattr(out, "shape") or not hasattr(out, "dtype"):
-            return [{"way": way, "error": f"a {type(out).__name__}, not an array"}]
-        return [{"way": way, "shape": list(out.shape), "dtype": str(out.dtype)}]
+            return [AbstractWay(way=way, error=f"a {type(out).__name__}, not an array")]
+        return [AbstractWay(way=way, shape=tuple(out.shape), dtype=str(out.dtype))]
 
     def symbolic_batch(self, fn, layer, batches, batched, axis):
         from jax import export
@@ -60,4 +60,4 @@ class JaxShapes(ShapesProtocol):
                 program = export.export(jax.jit(lambda *xs: fn(*full(xs))))(*specs)
                 run = lambda xs: program.call(*arrays(xs))  # noqa: E731
             outs = [np.asarray(jax.device_get(run(xs))) for xs in batches]
-        return {"way": f"jax.export with a symbolic batch b on axis {axis}", "outputs": outs}
+        return SymbolicBatch(way=f"jax.export with a symbolic batch b on axis {axis}", outputs=tuple(outs))

@@ -9,7 +9,7 @@ import mxnet as mx
 from mxnet import gluon
 
 from ...protocol import NotApplicable
-from ...protocol.compile import CompileProtocol
+from ...protocol.compile import CompileProtocol, CompileStats
 
 
 class MXNetCompile(CompileProtocol):
@@ -33,8 +33,8 @@ class MXNetCompile(CompileProtocol):
     def compiled_vjp(self, compiled, layer, inputs, wrt, cotangent):
         return self.vjp(compiled.layer, compiled.layer, inputs, wrt, cotangent)
 
-    def compile_stats(self, compiled):
-        return {"traces": compiled.traces, "graphs": compiled.traces, "breaks": [], "guard_failures": []}
+    def compile_stats(self, compiled) -> CompileStats:
+        return CompileStats(traces=compiled.traces, graphs=compiled.traces)
 
 
 class _Hybridized:

@@ -12,7 +12,7 @@ import mxnet as mx
 from mxnet import gluon
 
 from ...protocol import NotApplicable
-from ...protocol.construction import ConstructionProtocol
+from ...protocol.construction import ConstructionPart, ConstructionProtocol
 from ...protocol.core import import_spec
 
 
@@ -64,7 +64,7 @@ class MXNetConstruction(ConstructionProtocol):
         try:  # a first call that raised may have finished the initialisation (its shapes say why it raised)
             got = state(layer)
         except Exception:
-            return [{"part": part, "problems": [raised or "left parameters uninitialised"], "hint": None}]
+            return [ConstructionPart(part=part, problems=(raised or "left parameters uninitialised",), hint=None)]
         if raised:
             problems.append(f"the first call {raised}")
         shaped = False
@@ -86,4 +86,4 @@ class MXNetConstruction(ConstructionProtocol):
                              + ("; infer each from the axis it stands for (the features: X.shape[-1]), not from the "
                                 "batch's other axes (nn.Dense(flatten=True)'s prod(X.shape[1:]))"
                                 if shaped and other is not None else ""))
-        return [{"part": part, "problems": problems, "hint": None}]
+        return [ConstructionPart(part=part, problems=tuple(problems), hint=None)]

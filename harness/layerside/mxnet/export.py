@@ -12,7 +12,7 @@ import mxnet as mx
 from mxnet import autograd, gluon
 
 from ...protocol import NotApplicable
-from ...protocol.export import ExportProtocol
+from ...protocol.export import ExportNotes, ExportProtocol
 
 
 class MXNetExport(ExportProtocol):
@@ -32,7 +32,7 @@ class MXNetExport(ExportProtocol):
         with autograd.predict_mode():
             self.call(obj, examples[0])  # export needs one hybridized call to have built the graph
         obj.export(os.path.join(path, "layer"), epoch=0)
-        return {"gradients": "kept"}
+        return ExportNotes(gradients="kept")
 
     def export_load(self, fmt, path, impl_spec=None, constructor=None, examples=None):
         if fmt != "gluon.export":

@@ -10,7 +10,7 @@ import mxnet as mx
 from mxnet import autograd, gluon
 
 from ...protocol import NotApplicable
-from ...protocol.layout import LayoutProtocol
+from ...protocol.layout import InputChanges, LayoutProtocol
 from .core import _array
 
 
@@ -47,5 +47,5 @@ class MXNetLayout(LayoutProtocol):
                 if "not in a computational graph" not in str(exc):
                     raise
             backward = [i for i in changed() if i not in forward]
-        return {"forward": forward, "backward": backward, "versions": None, "output": out,
-                "input_grads": grads, "state_grads": {}}
+        return InputChanges(forward=tuple(forward), backward=tuple(backward), versions=None, output=out,
+                            input_grads=tuple(grads), state_grads={})

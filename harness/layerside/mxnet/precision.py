@@ -12,8 +12,8 @@ import numpy as np
 import mxnet as mx
 from mxnet import autograd, gluon
 
-from ...protocol import NotApplicable
-from ...protocol.precision import PrecisionProtocol
+from ...protocol import NotApplicable, NotApplicablePart
+from ...protocol.precision import MixedPrecisionPolicy, MixedPrecisionRun, PrecisionProtocol
 from .core import _NO_DTYPE, _array
 
 
@@ -60,11 +60,13 @@ class MXNetPrecision(PrecisionProtocol):
     _AMP = {"amp.init(target_dtype='float16')": "float16", "amp.init(target_dtype='bfloat16')": "bfloat16"}
 
     def mixed_precision_policies(self, obj, function=False):
-        return [{"policy": name, "variables": "float32", "compute": compute, "output": None, "isolated": True}
+        return [MixedPrecisionPolicy(policy=name, variables="float32", compute=compute, output=None, isolated=True)
                 for name, compute in self._AMP.items()] + [
-            {"policy": "Block.cast('float16')", "not_applicable": "it casts the parameters themselves (no float32 "
-             "master weights are kept): whole-model 16-bit, not mixed precision"},
-            {"policy": "a dtype policy (Keras-style)", "not_applicable": "Gluon 1.x has none outside AMP"}]
+            MixedPrecisionPolicy(policy="Block.cast('float16')", not_applicable=NotApplicablePart(
+                "it casts the parameters themselves (no float32 master weights are kept): whole-model 16-bit, not "
+                "mixed precision")),
+            MixedPrecisionPolicy(policy="a dtype policy (Keras-style)",
+                                 not_applicable=NotApplicablePart("Gluon 1.x has none outside AMP"))]
 
     def mixed_precision_run(self, impl, constructor, inputs, policy, assign=None, cotangent=None, wrt=()):
         from mxnet.contrib import amp
@@ -93,11 +95,10 @@ class MXNetPrecision(PrecisionProtocol):
         grads = {n: None if p.grad_req == "null" else _amp_dtype(p.grad(p.list_ctx()[0])) for n, p in params.items()}
         variables = {n: _amp_dtype(p.data(p.list_ctx()[0])) for n, p in
                      {**self.non_trainable(layer), **params}.items()} if layer is not None else {}
-        return {"mechanism": policy, "output_dtype": _amp_dtype(out), "output": wide.asnumpy(),
-                "variables": variables, "gradients": grads, "compute_dtype": None,
-                "input_dtypes": [_amp_dtype(a) for a in args],
-                "input_gradients": [_amp_dtype(args[i].grad) if i in wrt else None for i in range(len(args))],
-                "notes": []}
+        return MixedPrecisionRun(
+            mechanism=policy, output_dtype=_amp_dtype(out), output=wide.asnumpy(), variables=variables,
+            gradients=grads, compute_dtype=None, input_dtypes=tuple(_amp_dtype(a) for a in args),
+            input_gradients=tuple(_amp_dtype(args[i].grad) if i in wrt else None for i in range(len(args))), notes=())
 
 
 def _probe_bfloat16(wait_s: float = 60.0) -> None:

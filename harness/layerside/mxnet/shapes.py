@@ -11,8 +11,8 @@ import numpy as np
 import mxnet as mx
 from mxnet import autograd, gluon
 
-from ...protocol import NotApplicable
-from ...protocol.shapes import ShapesProtocol
+from ...protocol import NotApplicable, NotApplicablePart
+from ...protocol.shapes import AbstractWay, ShapesProtocol, SymbolicBatch
 from ..common import abstract_error
 from .core import _array
 
@@ -62,17 +62,17 @@ class MXNetShapes(ShapesProtocol):
                 _, shapes, _ = out.infer_shape(**given)
             _, types, _ = out.infer_type(**{k: a.dtype for k, a in zip(names, arrays)})
         except NotApplicable as exc:
-            return [{"way": way, "na": str(exc)}]
+            return [AbstractWay(way=way, not_applicable=NotApplicablePart(exc.reason, exc.code))]
         except Exception as exc:
-            return [{"way": way, "error": abstract_error(exc)}]
+            return [AbstractWay(way=way, error=abstract_error(exc))]
         if not shapes or shapes[0] is None:
             first = _first_unknown(out, given, layer.prefix)
-            return [{"way": way, "error": "infer_shape gives no output shape from the inputs' shapes ("
-                                          + ", ".join(str(list(a.shape)) for a in arrays) + ")"
-                                          + (f": the first unknown one is {first}'s, an operator whose output "
-                                             f"shape depends on the values (contrib.boolean_mask, a nonzero, a "
-                                             f"unique), known only by running it" if first else "")}]
-        return [{"way": way, "shape": [int(d) for d in shapes[0]], "dtype": np.dtype(types[0]).name}]
+            return [AbstractWay(way=way, error="infer_shape gives no output shape from the inputs' shapes ("
+                                               + ", ".join(str(list(a.shape)) for a in arrays) + ")"
+                                               + (f": the first unknown one is {first}'s, an operator whose output "
+                                                  f"shape depends on the values (contrib.boolean_mask, a nonzero, a "
+                                                  f"unique), known only by running it" if first else ""))]
+        return [AbstractWay(way=way, shape=tuple(int(d) for d in shapes[0]), dtype=np.dtype(types[0]).name)]
 
     def symbolic_batch(self, fn, layer, batches, batched, axis):
         out, names = self._symbolic(layer, len(batches[0]))
@@ -85,4 +85,5 @@ class MXNetShapes(ShapesProtocol):
                      **{k: _array(a, mx.cpu(0)) for k, a in zip(names, xs)}}
             bound = out.bind(mx.cpu(0), args=given, aux_states={k: params[k] for k in aux}, grad_req="null")
             outs.append(bound.forward(is_train=False)[0].asnumpy())
-        return {"way": f"the HybridBlock's symbolic graph bound at each batch size (axis {axis})", "outputs": outs}
+        return SymbolicBatch(way=f"the HybridBlock's symbolic graph bound at each batch size (axis {axis})",
+                             outputs=tuple(outs))

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from ...protocol.batching import BatchingProtocol
+from ...protocol import NotApplicablePart
+from ...protocol.batching import BatchingProtocol, VmapGrads
 
 
 class TensorFlowBatching(BatchingProtocol):
@@ -32,9 +33,10 @@ class TensorFlowBatching(BatchingProtocol):
         return self._vectorized(lambda *xs: self.call(fn, list(xs)), args, in_axes, axis)
 
     # measured (TF 2.21): the gradient of a tf.vectorized_map program is that of the program pfor made, in which
-    # a tf.custom_gradient rule is not kept (scaled_tanh's halved gradient comes back whole)
-    _NO_GRAD_OF_VMAP = ("TensorFlow differentiates tf.vectorized_map's vectorised program, which does not keep a "
-                        "tf.custom_gradient rule")
+    # a tf.custom_gradient rule is not kept (scaled_tanh's halved gradient comes back whole); no reason code of
+    # ``check_catalog.NA_REASONS`` names this limit, so the part carries none
+    _NO_GRAD_OF_VMAP = NotApplicablePart("TensorFlow differentiates tf.vectorized_map's vectorised program, which "
+                                         "does not keep a tf.custom_gradient rule")
 
     def vmap_vjp(self, fn, inputs, in_axes, axis, wrt, cotangent, required=False):
         args = [a if self.is_tensor(a) else self.tensor(a) for a in inputs]
@@ -51,5 +53,5 @@ class TensorFlowBatching(BatchingProtocol):
             return [tf.zeros_like(xs[i]) if g is None else g for i, g in zip(wrt, grads)]
         per = self._vectorized(one, args + [ct], list(in_axes) + [axis], axis)
         vmap_of_grad = dict(zip(wrt, per))
-        return {"grad_of_vmap": self._NO_GRAD_OF_VMAP,
-                "vmap_of_grad": [vmap_of_grad.get(i) for i in range(len(inputs))]}
+        return VmapGrads(grad_of_vmap=self._NO_GRAD_OF_VMAP,
+                         vmap_of_grad=tuple(vmap_of_grad.get(i) for i in range(len(inputs))))

@@ -10,7 +10,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from ...protocol.compile import CompileProtocol
+from ...protocol.compile import CompileProtocol, CompileStats
 
 
 class TensorFlowCompile(CompileProtocol):
@@ -31,8 +31,8 @@ class TensorFlowCompile(CompileProtocol):
     def compiled_vjp(self, compiled, layer, inputs, wrt, cotangent):
         return compiled.vjp(layer, [tf.constant(np.asarray(a)) for a in inputs], wrt, np.asarray(cotangent))
 
-    def compile_stats(self, compiled):
-        return {"traces": compiled.traces, "graphs": compiled.traces, "breaks": [], "guard_failures": []}
+    def compile_stats(self, compiled) -> CompileStats:
+        return CompileStats(traces=compiled.traces, graphs=compiled.traces)
 
 
 def _xla_backend_unoptimized() -> None:

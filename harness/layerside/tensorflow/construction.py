@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import keras
 
-from ...protocol import NotApplicable
-from ...protocol.construction import ConstructionProtocol
+from ...protocol import NotApplicable, NotApplicablePart
+from ...protocol.construction import ConstructionPart, ConstructionProtocol
 from ...protocol.core import import_spec
 
 
@@ -39,11 +39,11 @@ class TensorFlowConstruction(ConstructionProtocol):
                             f"the contract declares {expected['trainable']} and {expected['non_trainable']}): the "
                             f"call creates weights")
             hint = "construction_weights_in_call"
-        parts = [{"part": part, "problems": problems, "hint": hint}]
+        parts = [ConstructionPart(part=part, problems=tuple(problems), hint=hint)]
         part = "compute_output_shape on an unbuilt layer"
         if getattr(type(layer), "compute_output_shape", None) is keras.layers.Layer.compute_output_shape:
-            parts.append({"part": part, "not_applicable": "the layer does not define compute_output_shape (Keras "
-                                                          "infers the shape from a symbolic call)"})
+            parts.append(ConstructionPart(part=part, not_applicable=NotApplicablePart(
+                "the layer does not define compute_output_shape (Keras infers the shape from a symbolic call)")))
             return parts
         problems = []
         fresh = self.construct(impl, constructor)
@@ -55,5 +55,5 @@ class TensorFlowConstruction(ConstructionProtocol):
                             f"(Keras calls it before build; compute the shape from input_shape and the "
                             f"constructor's arguments, not from weights)")
         # whether the shape it says is the call's is the abstract check's (one mistake, one failing check)
-        parts.append({"part": part, "problems": problems, "hint": None})
+        parts.append(ConstructionPart(part=part, problems=tuple(problems), hint=None))
         return parts

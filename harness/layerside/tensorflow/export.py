@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from ...protocol import NotApplicable
 from ...protocol.core import import_spec
-from ...protocol.export import ExportProtocol
+from ...protocol.export import ExportNotes, ExportProtocol
 
 
 class TensorFlowExport(ExportProtocol):
@@ -27,7 +27,7 @@ class TensorFlowExport(ExportProtocol):
         if fmt == "keras":
             # the .keras file holds get_config() (rebuilt through from_config) and the weights
             keras.saving.save_model(obj, os.path.join(path, "layer.keras"))
-            return {"gradients": "kept"}
+            return ExportNotes(gradients="kept")
         if fmt == "savedmodel":
             module = _Serving(obj)
             functions = [module.__call__.get_concrete_function(*[tf.TensorSpec(np.shape(a), tf.as_dtype(np.asarray(a).dtype))
@@ -38,17 +38,17 @@ class TensorFlowExport(ExportProtocol):
             # The SavedModel holds the traced graph, and TensorFlow's graph optimizer may fuse or reorder
             # float ops that eager Keras runs one by one: values are bit-equal to the same graph run in
             # this process (a handle the check calls), not necessarily to eager execution.
-            notes = {"gradients": "kept", "runs_as": module,
-                     "runs_as_what": "the traced tf.function the SavedModel holds, run in the original process"}
+            without_option = None
             if custom:
                 # what TensorFlow does with the custom gradient when the option is left out
                 try:
                     tf.saved_model.save(module, os.path.join(path, "savedmodel_plain"),
                                         options=tf.saved_model.SaveOptions(experimental_custom_gradients=False))
-                    notes["without_option"] = "saved"
+                    without_option = "saved"
                 except Exception as exc:
-                    notes["without_option"] = f"saving failed: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
-            return notes
+                    without_option = f"saving failed: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+            return ExportNotes(gradients="kept", runs_as=module, without_option=without_option,
+                               runs_as_what="the traced tf.function the SavedModel holds, run in the original process")
         raise NotApplicable(f"{fmt} is not a TensorFlow/Keras format", code="no_format")
 
     def export_load(self, fmt, path, impl_spec=None, constructor=None, examples=None):

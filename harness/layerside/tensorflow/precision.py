@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from ...protocol import NotApplicable
 from ...protocol.core import CoreProtocol, import_spec
-from ...protocol.precision import PrecisionProtocol
+from ...protocol.precision import MixedPrecisionPolicy, MixedPrecisionRun, PrecisionProtocol
 from .core import _MADE
 
 
@@ -51,8 +51,8 @@ class TensorFlowPrecision(PrecisionProtocol):
     def mixed_precision_policies(self, obj, function=False):
         if function or not (inspect.isclass(obj) and issubclass(obj, keras.layers.Layer)):
             raise NotApplicable("a Keras dtype policy belongs to a layer; a function computes in its inputs' dtypes", code="no_precision_policy")
-        return [{"policy": name, "variables": "float32", "compute": compute, "output": compute,
-                 "states_compute": True} for name, compute in self._POLICIES.items()]
+        return [MixedPrecisionPolicy(policy=name, variables="float32", compute=compute, output=compute,
+                                     states_compute=True) for name, compute in self._POLICIES.items()]
 
     def mixed_precision_run(self, impl, constructor, inputs, policy, assign=None, cotangent=None, wrt=()):
         impl = import_spec(impl) if isinstance(impl, str) else impl
@@ -90,7 +90,9 @@ class TensorFlowPrecision(PrecisionProtocol):
                 input_grads[i] = None if g is None else self.dtype_name(g)
             grads = {n: None if g is None else self.dtype_name(g) for n, g in zip(trainable, got[len(wrt):])}
         values = tf.cast(out, tf.float32) if out.dtype in (tf.float16, tf.bfloat16) else out
-        return {"mechanism": mechanism, "output_dtype": self.dtype_name(out), "output": np.asarray(values.numpy()),
-                "variables": {n: self.dtype_name(v) for n, v in self._named(layer).items()},
-                "compute_dtype": keras.backend.standardize_dtype(layer.compute_dtype), "gradients": grads,
-                "input_dtypes": [self.dtype_name(a) for a in args], "input_gradients": input_grads, "notes": []}
+        return MixedPrecisionRun(mechanism=mechanism, output_dtype=self.dtype_name(out),
+                                 output=np.asarray(values.numpy()),
+                                 variables={n: self.dtype_name(v) for n, v in self._named(layer).items()},
+                                 compute_dtype=keras.backend.standardize_dtype(layer.compute_dtype), gradients=grads,
+                                 input_dtypes=tuple(self.dtype_name(a) for a in args),
+                                 input_gradients=tuple(input_grads), notes=())

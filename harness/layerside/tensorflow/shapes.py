@@ -9,7 +9,7 @@ import numpy as np
 import keras
 import tensorflow as tf
 
-from ...protocol.shapes import ShapesProtocol
+from ...protocol.shapes import AbstractWay, ShapesProtocol, SymbolicBatch
 from ..common import abstract_error
 
 
@@ -23,18 +23,18 @@ class TensorFlowShapes(ShapesProtocol):
             try:
                 out = run()
             except Exception as exc:
-                return ways.append({"way": way, "error": abstract_error(exc)})
+                return ways.append(AbstractWay(way=way, error=abstract_error(exc)))
             if isinstance(out, (list, tuple)) and len(out) == 1 and not dtype:
                 out = out[0] if isinstance(out[0], (list, tuple)) else out
             shape = out if not dtype else getattr(out, "shape", None)
             if shape is None or (dtype and getattr(out, "dtype", None) is None):
-                return ways.append({"way": way, "error": f"a {type(out).__name__}, not a tensor's spec"})
+                return ways.append(AbstractWay(way=way, error=f"a {type(out).__name__}, not a tensor's spec"))
             shape = list(shape)
             if any(d is None for d in shape):
-                return ways.append({"way": way, "error": f"a shape {shape} with an unknown dimension, though "
-                                                         f"every input dimension is known"})
-            ways.append({"way": way, "shape": [int(d) for d in shape],
-                         "dtype": keras.backend.standardize_dtype(out.dtype) if dtype else None})
+                return ways.append(AbstractWay(way=way, error=f"a shape {shape} with an unknown dimension, though "
+                                                              f"every input dimension is known"))
+            ways.append(AbstractWay(way=way, shape=tuple(int(d) for d in shape),
+                                    dtype=keras.backend.standardize_dtype(out.dtype) if dtype else None))
 
         if isinstance(layer, keras.layers.Layer):
             symbolic = [keras.KerasTensor(a.shape, dtype=keras.backend.standardize_dtype(a.dtype)) for a in arrays]
@@ -58,4 +58,5 @@ class TensorFlowShapes(ShapesProtocol):
             signature.append(tf.TensorSpec(shape, tf.as_dtype(a.dtype)))
         program = tf.function(lambda *xs: self.call(fn, list(xs)), input_signature=signature)
         outs = [self.numpy(program(*[tf.constant(np.asarray(a)) for a in xs])) for xs in batches]
-        return {"way": f"tf.function with a None batch dimension on axis {axis} (one trace)", "outputs": outs}
+        return SymbolicBatch(way=f"tf.function with a None batch dimension on axis {axis} (one trace)",
+                             outputs=tuple(outs))

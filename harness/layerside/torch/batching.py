@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from ...protocol import NotApplicable
-from ...protocol.batching import BatchingProtocol
+from ...protocol.batching import BatchingProtocol, VmapGrads
 
 
 class TorchBatching(BatchingProtocol):
@@ -64,5 +64,5 @@ class TorchBatching(BatchingProtocol):
         except Exception as exc:
             self._func_refused(exc, required)
         conv = lambda g: None if g is None else g.detach()  # noqa: E731
-        return {"grad_of_vmap": [conv(grad_of_vmap.get(i)) for i in range(len(inputs))],
-                "vmap_of_grad": [conv(vmap_of_grad.get(i)) for i in range(len(inputs))]}
+        return VmapGrads(grad_of_vmap=tuple(conv(grad_of_vmap.get(i)) for i in range(len(inputs))),
+                         vmap_of_grad=tuple(conv(vmap_of_grad.get(i)) for i in range(len(inputs))))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from ...protocol.compile import CompileProtocol
+from ...protocol.compile import CompileProtocol, CompileStats
 
 
 class TorchCompile(CompileProtocol):
@@ -24,9 +24,9 @@ class TorchCompile(CompileProtocol):
     def compiled_vjp(self, compiled, layer, inputs, wrt, cotangent):
         return compiled.run(lambda: self.vjp(compiled.fn, layer, inputs, wrt, cotangent))
 
-    def compile_stats(self, compiled):
-        return {"traces": compiled.traces, "graphs": compiled.graphs, "breaks": compiled.breaks,
-                "guard_failures": compiled.guard_failures}
+    def compile_stats(self, compiled) -> CompileStats:
+        return CompileStats(traces=compiled.traces, graphs=compiled.graphs, breaks=tuple(compiled.breaks),
+                            guard_failures=tuple(compiled.guard_failures))
 
 
 class _Compiled:

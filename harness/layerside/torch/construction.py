@@ -10,8 +10,8 @@ import inspect
 import numpy as np
 import torch
 
-from ...protocol import NotApplicable
-from ...protocol.construction import ConstructionProtocol
+from ...protocol import NotApplicable, NotApplicablePart
+from ...protocol.construction import ConstructionPart, ConstructionProtocol
 from ...protocol.core import import_spec
 
 
@@ -47,7 +47,7 @@ def _module_state(module) -> dict:
     return {**dict(module.named_buffers()), **dict(module.named_parameters())}
 
 
-def _factory_part(adapter, impl, constructor, plain) -> dict:
+def _factory_part(adapter, impl, constructor, plain) -> ConstructionPart:
     """``device=`` and ``dtype=``, where the constructor takes them, place every parameter and buffer."""
     part = "factory keyword arguments (device=, dtype=)"
     try:
@@ -56,7 +56,8 @@ def _factory_part(adapter, impl, constructor, plain) -> dict:
         params = {}
     missing = [k for k in ("device", "dtype") if k not in params]
     if missing:
-        return {"part": part, "not_applicable": f"the constructor takes no {' or '.join(k + '=' for k in missing)}"}
+        return ConstructionPart(part=part, not_applicable=NotApplicablePart(
+            f"the constructor takes no {' or '.join(k + '=' for k in missing)}"))
     problems = []
     for said, kwargs, ok, what in (
             ("device='meta'", {"device": "meta"}, lambda t: t.is_meta, lambda t: f"on {t.device.type}"),
@@ -73,7 +74,8 @@ def _factory_part(adapter, impl, constructor, plain) -> dict:
         if wrong:
             problems.append(f"constructed with {said}, {len(wrong)} of {len(got)} parameter(s) and buffer(s) are "
                             f"not placed there: {', '.join(wrong)}")
-    return {"part": part, "problems": problems, "hint": "construction_factory_ignored" if problems else None}
+    return ConstructionPart(part=part, problems=tuple(problems),
+                            hint="construction_factory_ignored" if problems else None)
 
 
 def _resetters(module) -> list:
@@ -84,7 +86,7 @@ def _shown(adapter, t) -> str:
     return np.array2string(adapter.numpy(t), threshold=6, edgeitems=3)
 
 
-def _meta_part(adapter, impl, constructor, plain, random, required) -> dict:
+def _meta_part(adapter, impl, constructor, plain, random, required) -> ConstructionPart:
     """Construction under ``torch.device("meta")``, ``to_empty(device="cpu")``, every tensor filled with
     garbage (NaN, or a value unlike the plain build's), then ``reset_parameters`` of each module that defines
     it: the state must be a plain build's."""
@@ -93,21 +95,22 @@ def _meta_part(adapter, impl, constructor, plain, random, required) -> dict:
         with torch.device("meta"):
             layer = adapter.construct(impl, constructor)
     except Exception as exc:
-        return {"part": part, "problems": [f"construction under torch.device('meta') raised "
-                                           f"{type(exc).__name__}: {exc}"], "hint": None}
+        return ConstructionPart(part=part, problems=(f"construction under torch.device('meta') raised "
+                                                     f"{type(exc).__name__}: {exc}",), hint=None)
     if not _resetters(layer):
         if required:
-            return {"part": part, "problems": ["the module (and every submodule) has no reset_parameters, which the "
-                                               "contract requires (construction: {reset_parameters: required})"],
-                    "hint": "construction_no_reset_parameters"}
-        return {"part": part, "not_applicable": "no reset_parameters: after construction on meta, to_empty leaves "
-                                                "uninitialised memory nothing resets; containers such as "
-                                                "transformers' PreTrainedModel initialise through _init_weights"}
+            return ConstructionPart(part=part, problems=("the module (and every submodule) has no reset_parameters, "
+                                                         "which the contract requires (construction: "
+                                                         "{reset_parameters: required})",),
+                                    hint="construction_no_reset_parameters")
+        return ConstructionPart(part=part, not_applicable=NotApplicablePart(
+            "no reset_parameters: after construction on meta, to_empty leaves uninitialised memory nothing resets; "
+            "containers such as transformers' PreTrainedModel initialise through _init_weights"))
     try:
         layer = layer.to_empty(device="cpu")
     except Exception as exc:
-        return {"part": part, "problems": [f"to_empty(device='cpu') after construction on meta raised "
-                                           f"{type(exc).__name__}: {exc}"], "hint": None}
+        return ConstructionPart(part=part, problems=(f"to_empty(device='cpu') after construction on meta raised "
+                                                     f"{type(exc).__name__}: {exc}",), hint=None)
     with torch.no_grad():
         for n, t in _module_state(layer).items():
             want = plain.get(n)
@@ -122,8 +125,8 @@ def _meta_part(adapter, impl, constructor, plain, random, required) -> dict:
         for m in _resetters(layer):
             m.reset_parameters()
     except Exception as exc:
-        return {"part": part, "problems": [f"reset_parameters() after to_empty raised {type(exc).__name__}: {exc}"],
-                "hint": None}
+        return ConstructionPart(part=part, hint=None,
+                                problems=(f"reset_parameters() after to_empty raised {type(exc).__name__}: {exc}",))
     got = _module_state(layer)
     problems = []
     for n, want in plain.items():
@@ -146,4 +149,5 @@ def _meta_part(adapter, impl, constructor, plain, random, required) -> dict:
                                             and torch.equal(t.nan_to_num(), want.nan_to_num()))):
             problems.append(f"{n!r} differs from a plain build's after reset_parameters ({_shown(adapter, t)}; a "
                             f"plain build has {_shown(adapter, want)})")
-    return {"part": part, "problems": problems, "hint": "construction_reset_incomplete" if problems else None}
+    return ConstructionPart(part=part, problems=tuple(problems),
+                            hint="construction_reset_incomplete" if problems else None)

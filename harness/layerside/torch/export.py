@@ -11,7 +11,7 @@ import torch
 
 from ...protocol import NotApplicable
 from ...protocol.core import import_spec
-from ...protocol.export import ExportProtocol
+from ...protocol.export import ExportNotes, ExportProtocol
 from .core import _Calls, _custom_functions
 
 
@@ -55,15 +55,16 @@ class TorchExport(ExportProtocol):
             with open(os.path.join(path, "programs.json"), "w") as f:
                 json.dump(signatures, f)
             custom = _custom_functions(module, args)
-            return {"gradients": "kept" if not custom else
-                    f"torch.export records the forward of the custom autograd.Function(s) {', '.join(custom)} "
-                    f"and keeps no backward: the loaded program's gradient is autodiff of that forward"}
+            return ExportNotes(gradients="kept" if not custom else
+                               f"torch.export records the forward of the custom autograd.Function(s) "
+                               f"{', '.join(custom)} and keeps no backward: the loaded program's gradient is "
+                               f"autodiff of that forward")
         if fmt == "torch.save":
             torch.save(module, os.path.join(path, "layer.pt"))  # pickles the object; loading imports its class
-            return {"gradients": "kept"}
+            return ExportNotes(gradients="kept")
         if fmt == "state_dict":
             torch.save(module.state_dict(), os.path.join(path, "state.pt"))
-            return {"gradients": "kept"}
+            return ExportNotes(gradients="kept")
         raise NotApplicable(f"{fmt} is not a torch format", code="no_format")
 
     def export_load(self, fmt, path, impl_spec=None, constructor=None, examples=None):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ...protocol.layout import LayoutProtocol
+from ...protocol.layout import InputChanges, LayoutProtocol
 
 
 class _InPlaceOps:
@@ -120,6 +120,7 @@ class TorchLayout(LayoutProtocol):
             grads = [leaves[i].grad if i in wrt else None for i in range(len(inputs))]
         state = {**self.non_trainable(layer), **self.trainable(layer)} if isinstance(layer, torch.nn.Module) else {}
         conv = lambda g: None if g is None else g.detach()
-        return {"forward": forward, "backward": backward, "versions": moved, "ops": watch.ops,
-                "output": out.detach() if isinstance(out, torch.Tensor) else out,
-                "input_grads": [conv(g) for g in grads], "state_grads": {k: conv(v.grad) for k, v in state.items()}}
+        return InputChanges(forward=tuple(forward), backward=tuple(backward), versions=tuple(moved), ops=watch.ops,
+                            output=out.detach() if isinstance(out, torch.Tensor) else out,
+                            input_grads=tuple(conv(g) for g in grads),
+                            state_grads={k: conv(v.grad) for k, v in state.items()})

@@ -10,7 +10,7 @@ import inspect
 
 import torch
 
-from ...protocol.precision import PrecisionProtocol
+from ...protocol.precision import MixedPrecisionPolicy, MixedPrecisionRun, PrecisionProtocol
 from .core import _plain
 
 
@@ -25,7 +25,7 @@ class TorchPrecision(PrecisionProtocol):
 
     def mixed_precision_policies(self, obj, function=False):
         # autocast casts per operator (its lists decide which run in bf16): the output dtype is not fixed
-        return [{"policy": self._AUTOCAST, "variables": "float32", "compute": "bfloat16", "output": None}]
+        return [MixedPrecisionPolicy(policy=self._AUTOCAST, variables="float32", compute="bfloat16", output=None)]
 
     def mixed_precision_run(self, impl, constructor, inputs, policy, assign=None, cotangent=None, wrt=()):
         impl, layer = self.built_with(impl, constructor, inputs, assign)
@@ -49,9 +49,10 @@ class TorchPrecision(PrecisionProtocol):
                          "inside it, and its backward runs without it")
         params = dict(layer.named_parameters()) if layer is not None else {}
         buffers = dict(layer.named_buffers()) if layer is not None else {}
-        return {"mechanism": self._AUTOCAST, "output_dtype": self.dtype_name(out), "output": _plain(out),
-                "variables": {n: self.dtype_name(v) for n, v in {**buffers, **params}.items()},
-                "gradients": {n: None if p.grad is None else self.dtype_name(p.grad) for n, p in params.items()},
-                "input_dtypes": [self.dtype_name(a) for a in args],
-                "input_gradients": [None if a.grad is None else self.dtype_name(a.grad) for a in args],
-                "compute_dtype": None, "notes": notes}
+        return MixedPrecisionRun(
+            mechanism=self._AUTOCAST, output_dtype=self.dtype_name(out), output=_plain(out),
+            variables={n: self.dtype_name(v) for n, v in {**buffers, **params}.items()},
+            gradients={n: None if p.grad is None else self.dtype_name(p.grad) for n, p in params.items()},
+            input_dtypes=tuple(self.dtype_name(a) for a in args),
+            input_gradients=tuple(None if a.grad is None else self.dtype_name(a.grad) for a in args),
+            compute_dtype=None, notes=tuple(notes))

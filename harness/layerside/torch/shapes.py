@@ -10,7 +10,7 @@ import copy
 import torch
 
 from ...protocol import NotApplicable
-from ...protocol.shapes import ShapesProtocol
+from ...protocol.shapes import AbstractWay, ShapesProtocol, SymbolicBatch
 from ..common import abstract_error
 from .core import _Calls, _custom_functions, _plain
 
@@ -32,10 +32,10 @@ class TorchShapes(ShapesProtocol):
                 with torch.no_grad():
                     out = run()
             except Exception as exc:
-                return ways.append({"way": way, "error": abstract_error(exc)})
+                return ways.append(AbstractWay(way=way, error=abstract_error(exc)))
             if not isinstance(out, torch.Tensor):
-                return ways.append({"way": way, "error": f"a {type(out).__name__}, not a tensor"})
-            ways.append({"way": way, "shape": list(out.shape), "dtype": self.dtype_name(out)})
+                return ways.append(AbstractWay(way=way, error=f"a {type(out).__name__}, not a tensor"))
+            ways.append(AbstractWay(way=way, shape=tuple(out.shape), dtype=self.dtype_name(out)))
 
         def fake():
             mode = FakeTensorMode(allow_non_fake_inputs=True)
@@ -75,4 +75,4 @@ class TorchShapes(ShapesProtocol):
         with torch.no_grad():
             for xs in batches:
                 outs.append(_plain(program(*[self.tensor(a) for a in xs])))
-        return {"way": f"torch.export with Dim('batch') on axis {axis}", "outputs": outs}
+        return SymbolicBatch(way=f"torch.export with Dim('batch') on axis {axis}", outputs=tuple(outs))
