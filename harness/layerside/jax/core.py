@@ -131,11 +131,8 @@ def _compiled(traceable, args):
 
 class JaxCore(CoreProtocol):
     name = "jax"
-
     module = "flax"
-
     immutable_arrays = "JAX arrays are immutable: a layer cannot change its input"
-
     # what the first call of a loaded jax.export program imports: its lowering initializes LAPACK through
     # scipy.linalg (0.5 s) and emits MHLO (0.14 s), in every fresh executor without them
     preloaded = ("scipy.linalg", "jaxlib.mlir.dialects.mhlo")

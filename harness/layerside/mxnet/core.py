@@ -67,13 +67,9 @@ def _dense(n_in, n_out, rng):
 
 class MXNetCore(CoreProtocol):
     name = "mxnet"
-
     parameter_type = "gluon.Parameter"
-
     module = "mxnet"
-
     cpu_device = "cpu(0)"
-
     gpu_device = "gpu(0)"
 
     def owns(self, obj) -> bool:

@@ -32,13 +32,9 @@ def _top_module(name) -> str:
 
 class TensorFlowCore(CoreProtocol):
     name = "tensorflow"
-
     module = "tensorflow"
-
     immutable_arrays = "TensorFlow tensors are immutable: a layer cannot change its input"
-
     cpu_device = "CPU:0"
-
     gpu_device = "GPU:0"
 
     def owns(self, obj) -> bool:

@@ -35,15 +35,11 @@ def _settle_compiler():
 
 class TorchCore(CoreProtocol):
     name = "torch"
-
     parameter_type = "nn.Parameter"
-
     module = "torch"
-
     # torch._dynamo wraps torch.manual_seed when first imported; the first torch.compile wraps torch.jit.trace,
     # fx's Tracer.trace and the fused optimizers (TorchPatcher.patch, run once per process)
     settled_by = ("torch._dynamo", "layer_conformance.layerside.torch.core:_settle_compiler")
-
     # what torch.export.load and the loaded program's first call import (sympy, networkx, AOTAutograd: 0.4 s
     # of a forked executor's first load without them; the symbolic batch dimension's sympy and size
     # modules another 0.17 s)
