@@ -147,9 +147,12 @@ def test_an_executors_not_applicable_is_weighed_by_its_reason_never_by_where_it_
     from layer_conformance.boundary.client import Executor, RemoteError
     from layer_conformance.record import NotApplicable
 
-    def claim(framework, reason, code):
-        info = {"type": "NotApplicable", "message": reason, "text": f"NotApplicable: {reason}",
-                "not_applicable": {"reason": reason, "code": code}}
+    from layer_conformance import wire
+    from layer_conformance.protocol import NotApplicablePart
+
+    def claim(framework, reason, code, said=None):
+        said = wire.encode(NotApplicablePart(reason, code), None) if said is None else said
+        info = {"type": "NotApplicable", "message": reason, "text": f"NotApplicable: {reason}", "not_applicable": said}
         return Executor._claimed_not_applicable(SimpleNamespace(framework=framework, role="layer"), info)
 
     taken = claim("torch", "no vmap rule", "custom_function_no_vmap")
@@ -161,3 +164,7 @@ def test_an_executors_not_applicable_is_weighed_by_its_reason_never_by_where_it_
                                  ("torch", "no_strides", "not a limit of torch")):
         refused = claim(framework, "forged", code)
         assert isinstance(refused, RemoteError) and why in refused.remote_text, (code, refused)
+    # the typed n/a only: an untyped dict, or a reply of another type, names no reason
+    for said in ({"reason": "forged", "code": "custom_function_no_vmap"}, {"__reply__": "nope", "fields": []}, "n/a"):
+        refused = claim("torch", "forged", "", said=said)
+        assert isinstance(refused, RemoteError) and "names no reason" in refused.remote_text, (said, refused)

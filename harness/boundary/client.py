@@ -413,10 +413,13 @@ class Executor:
         code under test may give (the layer's nature, or a limit the judge knows of this framework); anything else
         (no code, an unknown one, the contract's, another framework's limit) is the layer's failure."""
         from ..check_catalog import NA_REASONS
-        from ..record import NotApplicable
-        said = info["not_applicable"]
-        said = said if isinstance(said, dict) else {"reason": str(said), "code": ""}
-        reason, code = str(said.get("reason") or "not applicable"), str(said.get("code") or "")
+        from ..protocol import NotApplicable, NotApplicablePart
+        try:  # the process may send anything: what is not the typed n/a names no reason
+            said = wire.decode(info["not_applicable"], lambda data: None)
+        except Exception:
+            said = None
+        said = said if isinstance(said, NotApplicablePart) else NotApplicablePart(str(info["not_applicable"])[:200])
+        reason, code = str(said.reason or "not applicable"), str(said.code or "")
         known = NA_REASONS.get(code)
         refused = ("it names no reason the harness knows" if known is None else
                    "only the judge says what the contract makes n/a" if known.source == "contract" else

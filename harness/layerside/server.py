@@ -231,16 +231,17 @@ class Server:
 
     def _describe(self, exc: BaseException) -> dict:
         from layer_conformance.errors import missing_dependency, note_harness_error, unexpected_error
-        from layer_conformance.record import NotApplicable
+        from layer_conformance.protocol import NotApplicable, NotApplicablePart
         # a method whose exception is the answer a check asks for (a strict load refusing a bad state) is left out
         refusals = getattr(getattr(self, "adapter", None), "refusals", ())
         if not isinstance(exc, NotApplicable) and self.calling not in refusals:
             note_harness_error(exc)
-        # the one field n/a crosses the boundary in: the reason and its code. Whoever raised it in this process (the
+        # the one field n/a crosses the boundary in, typed: the reason and its code (protocol.NotApplicablePart). Whoever raised it in this process (the
         # adapter, or a layer that raises NotApplicable or forges adapter frames) says the same: a claim, which the
         # judge weighs by the code against the check's declared reasons (check_catalog.na_accepted), never by
         # where it was raised
-        not_applicable = {"reason": str(exc.reason) or "not applicable", "code": str(getattr(exc, "code", ""))} \
+        not_applicable = wire.encode(NotApplicablePart(str(exc.reason) or "not applicable",
+                                                       str(getattr(exc, "code", ""))), None) \
             if isinstance(exc, NotApplicable) else None
         return {"type": type(exc).__name__, "message": _text(exc), "text": unexpected_error(exc),
                 "not_applicable": not_applicable, "missing_dependency": missing_dependency(exc)}

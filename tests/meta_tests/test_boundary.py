@@ -20,7 +20,7 @@ HARNESS = ROOT / "harness"
 TOP = "layer_conformance"
 LAYERSIDE = f"{TOP}.layerside"
 # plain data and pure functions both sides import (and the package itself, which holds only its version)
-SHARED = {TOP, f"{TOP}.frameworks", f"{TOP}.record", f"{TOP}.errors", f"{TOP}.binding", f"{TOP}.wire",
+SHARED = {TOP, f"{TOP}.frameworks", f"{TOP}.errors", f"{TOP}.binding", f"{TOP}.wire",
           f"{TOP}.protocol"}
 # the protocol: what the judge asks of the layer side, one module per area (standard library and wire only)
 PROTOCOL = f"{TOP}.protocol"
@@ -115,7 +115,7 @@ def test_the_boundary_check_sees_each_kind_of_crossing(tmp_path):
     root = tmp_path / "harness"
     files = {
         "__init__.py": "",
-        "record.py": "",
+        "frameworks.py": "",
         "wire.py": "from .boundary import client\n",                              # shared -> judge
         "runner.py": "def f():\n    from .layerside.adapters import base\n",      # judge -> layer side, lazily
         "targets.py": "import importlib\nimportlib.import_module(f'layer_conformance.layerside.adapters.{x}')\n",
@@ -124,7 +124,7 @@ def test_the_boundary_check_sees_each_kind_of_crossing(tmp_path):
         "layerside/__init__.py": "",
         "layerside/server.py": "from .. import record\nfrom ..boundary.wire import x\n",   # runs boundary/__init__
         "layerside/adapters/__init__.py": "",
-        "layerside/adapters/base.py": "from ...record import y\n",
+        "layerside/adapters/base.py": "from ...frameworks import y\n",
     }
     for rel, text in files.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
