@@ -123,6 +123,23 @@ def test_strict_loading_runs_without_optional_state_and_records_both_refusals(se
     assert "unexpected_slot" in rec["details"]["unexpected_slot_errors"][0] or framework == "tensorflow"
 
 
+@torch_only
+def test_torch_group_norm_kernel_is_caught_on_channels_last_and_in_bfloat16(sessions):
+    """transformers' Emu3VQVAEGroupNorm is torch's own F.group_norm: correct on contiguous float32 inputs (the
+    native comparison passes), but its CPU kernel for channels-last inputs is 4.5e-4 off on the example at mean 30,
+    as off as a one-pass variance E[x^2] - E[x]^2 (5.7e-4; two passes in float32: 6e-6), and its bfloat16 backward
+    gives the gain's gradient there as 0.15 where it is 0.50 (torch 2.13 on CPU). Real findings, so groupnorm has no
+    zoo binding."""
+    c, impl = _contract("groupnorm"), "tests.zoo.third_party_torch:emu3_groupnorm"
+    layout = run_check(context_for(c, impl, "torch", state_map={"gain": "weight"}, session=sessions("torch")), "layout")
+    assert layout["outcome"] == "failed", layout
+    assert "case 'edge_examples', channels_last inputs" in layout["message"], layout["message"]
+    grads = run_check(context_for(c, impl, "torch", state_map={"gain": "weight"}, session=sessions("torch"),
+                                  dtype="bfloat16"), "gradients")
+    assert grads["outcome"] == "failed", grads
+    assert "gradient for slot 'gain' (case 'edge_examples')" in grads["message"], grads["message"]
+
+
 # --- third-party implementations ------------------------------------------------------------------
 
 THIRD_PARTY = ROOT / "tests" / "zoo" / "bindings.yaml"

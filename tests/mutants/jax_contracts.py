@@ -518,3 +518,42 @@ MUTANTS += [
            "the statistics were accumulated in bfloat16 (the contract requires float32 accumulation",
            dtype="bfloat16"),
 ]
+
+
+# --- layernorm, gradient_reversal, groupnorm -------------------------------------------------
+
+from layer_conformance.reference_impls.jax.groupnorm import GroupNorm as _GroupNorm  # noqa: E402
+from layer_conformance.reference_impls.jax.layernorm import LayerNorm as _LayerNorm  # noqa: E402
+
+
+class LayerNormBiasBeforeGain(_LayerNorm):
+    """(xhat + bias) * gain: the shift applied before the gain."""
+    def __call__(self, X):
+        Xc = X - X.mean(-1, keepdims=True)
+        xhat = Xc / jnp.sqrt((Xc ** 2).mean(-1, keepdims=True) + self.eps)
+        return self.gain[...] * (xhat + self.bias[...])
+
+
+@_vjp(lambda x, lam: (x, None), lambda _, g: (-g, None))
+def gradient_reversal_unscaled(x, lam):
+    """Reverses but ignores lam: always -g."""
+    return x
+
+
+class GroupNormPerChannel(_GroupNorm):
+    """Normalizes each channel on its own (instance norm): the groups are ignored."""
+    def __call__(self, X):
+        axes = tuple(range(2, X.ndim))
+        Xc = X - X.mean(axes, keepdims=True)
+        Y = Xc / jnp.sqrt((Xc ** 2).mean(axes, keepdims=True) + self.eps)
+        per_channel = (-1,) + (1,) * (X.ndim - 2)
+        return self.gain[...].reshape(per_channel) * Y + self.bias[...].reshape(per_channel)
+
+
+MUTANTS += [
+    Mutant("jax", "layernorm", f"{M}:LayerNormBiasBeforeGain", "values", "case 'random': mismatched elements",
+           blocked=("gradients", "native")),
+    Mutant("jax", "gradient_reversal", f"{M}:gradient_reversal_unscaled", "gradients", "lam = 0.5"),
+    Mutant("jax", "groupnorm", f"{M}:GroupNormPerChannel", "values", "case 'random': mismatched elements",
+           blocked=("gradients",)),
+]

@@ -383,3 +383,57 @@ MUTANTS += [
     # bfloat16 either: MXNet 1.9.1 has no bfloat16 for Gluon layers (harness/layerside/mxnet/core.py, _NO_DTYPE:
     # the bfloat16 target reads n/a).
 ]
+
+
+# --- layernorm, gradient_reversal, groupnorm -------------------------------------------------
+
+from layer_conformance.reference_impls.mxnet.groupnorm import GroupNorm as _GroupNorm  # noqa: E402
+from layer_conformance.reference_impls.mxnet.layernorm import LayerNorm as _LayerNorm  # noqa: E402
+
+
+class LayerNormEpsOutside(_LayerNorm):
+    """sqrt(var) + eps: eps outside the square root (a variance ~ eps is normalized wrongly)."""
+    def forward(self, X):
+        Xc = nd.broadcast_sub(X, X.mean(axis=-1, keepdims=True))
+        std = nd.sqrt((Xc ** 2).mean(axis=-1, keepdims=True)) + self.eps
+        ctx = X.context
+        return nd.broadcast_add(nd.broadcast_mul(nd.broadcast_div(Xc, std), self.gain.data(ctx)), self.bias.data(ctx))
+
+
+class _NotFlipped(autograd.Function):
+    def __init__(self, lam):
+        super().__init__()
+        self.lam = lam
+
+    def forward(self, x):
+        return x.copy()
+
+    def backward(self, g):
+        return self.lam * g
+
+
+def gradient_reversal_not_flipped(x, lam):
+    """Scales by lam but forgets the minus: the gradient is not reversed."""
+    return _NotFlipped(lam.asscalar().item())(x)
+
+
+class GroupNormBiasBeforeGain(_GroupNorm):
+    """(xhat + bias) * gain: the shift applied before the gain."""
+    def forward(self, X):
+        Xg = X.reshape((X.shape[0], self.groups, -1))
+        Xc = nd.broadcast_sub(Xg, Xg.mean(axis=-1, keepdims=True))
+        Y = nd.broadcast_div(Xc, nd.sqrt((Xc ** 2).mean(axis=-1, keepdims=True) + self.eps)).reshape(X.shape)
+        per_channel = (1, -1) + (1,) * (X.ndim - 2)
+        ctx = X.context
+        return nd.broadcast_mul(nd.broadcast_add(Y, self.bias.data(ctx).reshape(per_channel)),
+                                self.gain.data(ctx).reshape(per_channel))
+
+
+MUTANTS += [
+    Mutant("mxnet", "layernorm", f"{M}:LayerNormEpsOutside", "values", "case 'edge_rows': mismatched elements",
+           blocked=("gradients", "native")),
+    Mutant("mxnet", "gradient_reversal", f"{M}:gradient_reversal_not_flipped", "gradients",
+           "gradient for 'x' in the worked example"),
+    Mutant("mxnet", "groupnorm", f"{M}:GroupNormBiasBeforeGain", "values", "case 'random': mismatched elements",
+           blocked=("gradients",)),
+]

@@ -441,3 +441,48 @@ MUTANTS += [
            "the statistics were accumulated in bfloat16 (the contract requires float32 accumulation",
            dtype="bfloat16"),
 ]
+
+
+# --- layernorm, gradient_reversal, groupnorm -------------------------------------------------
+
+from layer_conformance.reference_impls.tensorflow.groupnorm import GroupNorm as _GroupNorm  # noqa: E402
+from layer_conformance.reference_impls.tensorflow.layernorm import LayerNorm as _LayerNorm  # noqa: E402
+
+
+class LayerNormUnbiasedVariance(_LayerNorm):
+    """tf.math.reduce_std's spread rescaled to the unbiased (1/(d-1)) variance, where LayerNorm divides by d."""
+    def call(self, X):
+        d = X.shape[-1]
+        Xc = X - tf.reduce_mean(X, axis=-1, keepdims=True)
+        var = tf.reduce_sum(Xc ** 2, axis=-1, keepdims=True) / (d - 1)
+        return self.gain * Xc * tf.math.rsqrt(var + self.eps) + self.bias
+
+
+@tf.custom_gradient
+def gradient_reversal_not_flipped(x, lam):
+    """Scales by lam but forgets the minus: the gradient is not reversed."""
+    def grad(upstream):
+        return tf.cast(lam, upstream.dtype) * upstream, None
+    return tf.identity(x), grad
+
+
+class GroupNormStridedGroups(_GroupNorm):
+    """Groups channels c, c + G, c + 2G, ... (a reshape to [N, C/G, G, ...]) instead of consecutive ones."""
+    def call(self, X):
+        shape = tf.shape(X)
+        Xg = tf.reshape(X, tf.stack([shape[0], -1, self.groups, tf.reduce_prod(shape[2:])]))
+        mean = tf.reduce_mean(Xg, axis=[1, 3], keepdims=True)
+        var = tf.reduce_mean((Xg - mean) ** 2, axis=[1, 3], keepdims=True)
+        Y = tf.reshape((Xg - mean) * tf.math.rsqrt(var + self.eps), shape)
+        per_channel = [-1] + [1] * (len(X.shape) - 2)
+        return tf.reshape(self.gain, per_channel) * Y + tf.reshape(self.bias, per_channel)
+
+
+MUTANTS += [
+    Mutant(F, "layernorm", f"{M}:LayerNormUnbiasedVariance", "values", "case 'random': mismatched elements",
+           blocked=("gradients", "native")),
+    Mutant(F, "gradient_reversal", f"{M}:gradient_reversal_not_flipped", "gradients",
+           "gradient for 'x' in the worked example"),
+    Mutant(F, "groupnorm", f"{M}:GroupNormStridedGroups", "values", "case 'random': mismatched elements",
+           blocked=("gradients", "native")),
+]

@@ -6,6 +6,9 @@ from torch.utils.checkpoint import checkpoint
 
 from layer_conformance.reference_impls.torch.clamp_ste import ClampSTE as _ClampSTE
 from layer_conformance.reference_impls.torch.clipped_relu_grad import ClippedReLUGrad as _ClippedReLUGrad
+from layer_conformance.reference_impls.torch.gradient_reversal import GradientReversal as _GradientReversal
+from layer_conformance.reference_impls.torch.groupnorm import GroupNorm as _GroupNorm
+from layer_conformance.reference_impls.torch.layernorm import LayerNorm as _LayerNorm
 from layer_conformance.reference_impls.torch.linear_vjp import Linear as _Linear
 from layer_conformance.reference_impls.torch.rmsnorm import RMSNorm as _RMSNorm
 from layer_conformance.reference_impls.torch.rmsnorm_bias import RMSNorm as _RMSNormBias
@@ -225,6 +228,74 @@ class BiasBeforeScale(_RMSNormBias):
         return self.gain * (X * rms + (0 if self.bias is None else self.bias))
 
 
+# --- layernorm -------------------------------------------------------------------------------
+
+class LayerNormUnbiasedVariance(_LayerNorm):
+    """torch.var's default: the unbiased (1/(d-1)) variance where LayerNorm divides by d."""
+    def forward(self, X):
+        Xc = X - X.mean(-1, keepdim=True)
+        return self.gain * Xc * torch.rsqrt(X.var(-1, keepdim=True) + self.eps) + self.bias
+
+
+class LayerNormBiasBeforeGain(_LayerNorm):
+    """(xhat + bias) * gain: the shift applied before the gain."""
+    def forward(self, X):
+        Xc = X - X.mean(-1, keepdim=True)
+        return self.gain * (Xc * torch.rsqrt(Xc.pow(2).mean(-1, keepdim=True) + self.eps) + self.bias)
+
+
+class LayerNormOnePassVariance(_LayerNorm):
+    """var = E[x^2] - E[x]^2 in one pass: cancels where the mean is large against the spread."""
+    def forward(self, X):
+        mu = X.mean(-1, keepdim=True)
+        var = X.pow(2).mean(-1, keepdim=True) - mu * mu
+        return self.gain * (X - mu) * torch.rsqrt(var + self.eps) + self.bias
+
+
+# --- groupnorm -------------------------------------------------------------------------------
+
+class GroupNormAcrossBatch(_GroupNorm):
+    """The statistics of a group taken over the whole batch (as BatchNorm does), not per example."""
+    def forward(self, X):
+        N, C = X.shape[:2]
+        Xg = X.reshape(N, self.groups, -1).transpose(0, 1).reshape(self.groups, -1)
+        Xc = Xg - Xg.mean(-1, keepdim=True)
+        Y = (Xc * torch.rsqrt(Xc.pow(2).mean(-1, keepdim=True) + self.eps))
+        Y = Y.reshape(self.groups, N, -1).transpose(0, 1).reshape(X.shape)
+        per_channel = (C,) + (1,) * (X.dim() - 2)
+        return self.gain.reshape(per_channel) * Y + self.bias.reshape(per_channel)
+
+
+# --- gradient_reversal -----------------------------------------------------------------------
+
+class GradientReversalNotFlipped(_GradientReversal):
+    """Scales by lam but forgets the minus: the gradient is not reversed."""
+    @staticmethod
+    def backward(ctx, g):
+        (lam,) = ctx.saved_tensors
+        return lam.to(g.dtype) * g, None
+
+
+class GradientReversalUnscaled(_GradientReversal):
+    """Reverses but ignores lam: always -g."""
+    @staticmethod
+    def backward(ctx, g):
+        return -g, None
+
+
+class GradientReversalGradToLam(_GradientReversal):
+    """Returns a cotangent for lam, a setting: sum(-g * x), as if lam were data."""
+    @staticmethod
+    def forward(ctx, x, lam):
+        ctx.save_for_backward(x, lam)
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        x, lam = ctx.saved_tensors
+        return -lam.to(g.dtype) * g, -(g * x).sum()
+
+
 # --- dropout ---------------------------------------------------------------------------------
 
 class DropoutOwnFlag(Dropout):
@@ -332,6 +403,14 @@ MUTANTS = [
     Mutant("torch", "rmsnorm_bias", f"{M}:BiasTolerantLoad", "strict_loading",
            "loaded strictly into the layer without an error"),
     Mutant("torch", "rmsnorm_bias", f"{M}:BiasBeforeScale", "values", "case 'random': mismatched elements", blocked=('gradients',)),
+    Mutant("torch", "layernorm", f"{M}:LayerNormUnbiasedVariance", "values", "case 'random': mismatched elements", blocked=("gradients", "native")),
+    Mutant("torch", "layernorm", f"{M}:LayerNormBiasBeforeGain", "values", "case 'random': mismatched elements", blocked=("gradients", "native")),
+    Mutant("torch", "layernorm", f"{M}:LayerNormOnePassVariance", "values", "case 'edge_rows': mismatched elements", blocked=("gradients", "native")),
+    Mutant("torch", "groupnorm", f"{M}:GroupNormAcrossBatch", "values", "case 'random': mismatched elements",
+           blocked=("gradients", "native")),
+    Mutant("torch", "gradient_reversal", f"{M}:GradientReversalNotFlipped", "gradients", "gradient for 'x' in the worked example"),
+    Mutant("torch", "gradient_reversal", f"{M}:GradientReversalUnscaled", "gradients", "lam = 0.5"),
+    Mutant("torch", "gradient_reversal", f"{M}:GradientReversalGradToLam", "gradients", "non-differentiable input 'lam'"),
     Mutant("torch", "dropout", f"{M}:DropoutOwnFlag", "modes", "in evaluation mode, switched on the enclosing container", blocked=('compiled', 'export', 'gradients', 'native', 'serialization', 'values', 'batching', 'layout', 'abstract')),
     Mutant("torch", "dropout", f"{M}:DropoutGradFlag", "modes", "in evaluation mode, switched on the enclosing container", blocked=('compiled', 'export', 'gradients', 'native', 'serialization', 'values', 'batching', 'layout', 'abstract')),
     Mutant("torch", "dropout", f"{M}:DropoutKeepsP", "modes", "(Hoeffding bound, false-alarm probability 1e-09)"),

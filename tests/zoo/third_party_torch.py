@@ -25,3 +25,17 @@ def torch_rmsnorm(d, eps):
     """torch.nn.RMSNorm (argument names normalized_shape, eps)."""
     import torch
     return torch.nn.RMSNorm(d, eps=eps)
+
+
+def deberta_layernorm(d, eps):
+    """transformers' DebertaLayerNorm, a LayerNorm with bias written by hand (upcasts to float32 inside
+    forward), under the contract's d, eps."""
+    from transformers.models.deberta.modeling_deberta import DebertaLayerNorm
+    return DebertaLayerNorm(size=d, eps=eps)
+
+
+def emu3_groupnorm(groups, channels, eps):
+    """transformers' Emu3VQVAEGroupNorm (an nn.GroupNorm whose forward calls F.group_norm, with an unused
+    quant_states argument), under the contract's groups, channels, eps."""
+    from transformers.models.emu3.modeling_emu3 import Emu3VQVAEGroupNorm
+    return Emu3VQVAEGroupNorm(num_groups=groups, num_channels=channels, eps=eps)
