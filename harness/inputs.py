@@ -72,12 +72,26 @@ def slot_value(contract, slot, rule) -> np.ndarray:
     raise ValueError(f"rule {rule!r} needs the reference")
 
 
+def stand_in(contract, name: str, slot) -> np.ndarray:
+    """A seeded draw for a slot of ``init: random`` where no layer is at hand (the reference checked against
+    itself at load): normal, at the declared mean and std (defaults 0 and 1/sqrt(the last dimension)). The checks
+    use the layer's own initial values instead (``CheckContext.test_state``)."""
+    shape = contract.shape(slot.shape)
+    bounds = slot.random
+    std = bounds.std if bounds.std is not None else 1 / np.sqrt(max(shape[-1] if shape else 1, 1))
+    drawn = (bounds.mean or 0.0) + std * rng_for(0, contract.name, "state", name).standard_normal(shape)
+    return drawn.astype(np_dtype(slot.dtype) if slot.dtype != "bool" else bool)
+
+
 def initial_state(contract) -> dict[str, np.ndarray]:
-    """Every slot's initial value, from the rule or from the reference's ``init_<slot>``."""
+    """Every slot's initial value, from the rule or from the reference's ``init_<slot>`` (a slot of ``init:
+    random``: a seeded stand-in, ``stand_in``)."""
     mod, _, _ = reference(contract)
     out = {}
     for name, slot in {**contract.trainable, **contract.non_trainable}.items():
-        if slot.init == "reference":
+        if slot.random is not None:
+            out[name] = stand_in(contract, name, slot)
+        elif slot.init == "reference":
             out[name] = np.asarray(getattr(mod, f"init_{name}")(**contract.constructor)).astype(
                 np_dtype(slot.dtype) if slot.dtype != "bool" else bool)
         else:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import inputs as inputs_mod
 from ..compare import describe_mismatch
 from ..protocol import NotApplicablePart
 from ..record import NotApplicable
@@ -57,7 +56,7 @@ def check_abstract(ctx):
     contract, axis = ctx.contract, ctx.contract.batching.axis
     case = contract.cases[0]
     inputs = ctx.case_inputs(case)
-    layer, _, _ = ctx.layer_at(inputs_mod.test_state(contract))
+    layer, _, _ = ctx.layer_at(ctx.test_state())
     fn = ctx.callable(layer)
 
     def eager(xs, what):

@@ -106,7 +106,7 @@ def _unchanged(ctx, problems, hints):
     case = contract.cases[0]
     inputs = ctx.case_inputs(case)
     names, idx, _ = contract.differentiated(case)
-    layer, state, _ = ctx.layer_at(inputs_mod.test_state(contract))
+    layer, state, _ = ctx.layer_at(ctx.test_state())
     fn = ctx.callable(layer)
     plain = ctx.output_numpy(ctx.run(layer, inputs), f"the output on case {case.name!r}")
     rng = inputs_mod.rng_for(ctx.seed, contract.name, "aliasing-inputs")

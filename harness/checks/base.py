@@ -84,6 +84,7 @@ class CheckContext:
     arg_map: dict = field(default_factory=dict)  # contract constructor argument -> the layer's own name
     compile_backend: str | None = None  # torch.compile's backend for ``compiled`` (None: aot_eager)
     dtype: str | None = None       # the dtype ``contract`` (a view) casts the inputs and state to; None: their own
+    _own_initial: dict | None = field(default=None, repr=False)  # ``own_initial``'s, read once
 
     def constructor_args(self, extra: dict | None = None) -> dict:
         """The contract's constructor arguments (and ``extra``) under the layer's own names (--arg-map; those it
@@ -143,6 +144,32 @@ class CheckContext:
                                  f"so not set: compared with the reference at the initial value")
         return layer, held, None
 
+    def seeded_layer(self):
+        """A fresh, built layer after the framework's seed is set to this run's: what ``init: random`` slots are
+        judged and read on (two such builds agree, or ``parameters`` fails)."""
+        self.adapter.manual_seed(self.seed)
+        return self.new_layer()
+
+    def own_initial(self) -> dict[str, np.ndarray]:
+        """The layer's own initial values of the slots of ``init: random`` it registers, read from a seeded build
+        (once per context): the values every check sets and the reference is evaluated at."""
+        if self._own_initial is None:
+            slots = {**self.contract.trainable, **self.contract.non_trainable}
+            random = [s for s, spec in slots.items() if spec.random is not None and spec.test_value is None]
+            self._own_initial = {}
+            if random and not self.is_function:
+                layer = self.seeded_layer()
+                state = {**self.adapter.non_trainable(layer), **self.adapter.trainable(layer)}
+                mapping = self.slot_map(layer)
+                self._own_initial = {s: np.asarray(self.adapter.numpy(state[mapping[s]])) for s in random
+                                     if s in mapping}
+        return self._own_initial
+
+    def test_state(self) -> dict[str, np.ndarray]:
+        """The state the checks set and compare at (``inputs.test_state``), a slot of ``init: random`` without a
+        ``test_value`` at the layer's own initial value (``own_initial``)."""
+        return {**inputs_mod.test_state(self.contract), **self.own_initial()}
+
     def build_inputs(self) -> list[np.ndarray]:
         """The first case's inputs in the cases' own dtype: a layer is built as the user builds it (a
         Keras or Gluon layer makes its weights on a first call), then cast (``in_dtype``)."""
@@ -200,8 +227,9 @@ class CheckContext:
     def slot_map(self, layer, strict=False) -> dict[str, str]:
         """Contract slot -> the framework's name for it.
 
-        By --state-map, then by name (exact, or the last dotted component), then by a unique
-        shape. Unmatched slots are left out (strict=True raises CheckFailed instead).
+        By --state-map (a name, or its dotted path: ``w1.kernel`` for ``w1/kernel``), then by name (exact, or the
+        last dotted component), then by a unique shape. Unmatched slots are left out (strict=True raises
+        CheckFailed instead).
         """
         state = {**self.adapter.non_trainable(layer), **self.adapter.trainable(layer)}
         shapes = {k: tuple(v.shape) for k, v in state.items()}
@@ -209,8 +237,12 @@ class CheckContext:
         out: dict[str, str] = {}
         for slot, spec in slots.items():
             if slot in self.state_map:
-                if self.state_map[slot] in state:
-                    out[slot] = self.state_map[slot]
+                # a dotted path names a variable a framework names by '/' too (w1.kernel: 'w1/kernel')
+                dotted = self.state_map[slot].replace("/", ".")
+                named = [k for k in state if k == self.state_map[slot]] or \
+                    [k for k in state if k.replace("/", ".") == dotted]
+                if len(named) == 1:
+                    out[slot] = named[0]
                 continue
             if slot in state:
                 out[slot] = slot

@@ -59,7 +59,7 @@ def check_batching(ctx):
     spec = ctx.contract.batching  # applicable: layer_conformance.checks.applicable
     axis, contract = spec.axis, ctx.contract
     cases = [c for c in contract.cases if spec.cases is None or c.name in spec.cases]
-    state = inputs_mod.test_state(contract)
+    state = ctx.test_state()
     layer, state, _ = ctx.layer_at(state)
     fn = ctx.callable(layer)
     details, problems, unused, used = {}, [], {}, []

@@ -96,11 +96,10 @@ def writes_input(ctx) -> str | None:
     if (adapter.immutable_arrays or contract.aliasing.in_place or contract_says(contract, "aliasing", adapter.name)
             or not adapter.implements("input_changes")):
         return None
-    from .. import inputs as inputs_mod
     case = contract.cases[0]
     names = list(case.inputs)
     try:
-        layer = ctx.layer_at(inputs_mod.test_state(contract))[0]
+        layer = ctx.layer_at(ctx.test_state())[0]
         seen = adapter.input_changes(ctx.callable(layer), layer, ctx.case_inputs(case), [], None)
     except Exception:   # no evidence either way
         return None

@@ -73,7 +73,7 @@ def _diagnose(compiler, what, got, want, eager_again, retraced=None, tol=(0.0, 0
 
 def check_compiled(ctx):
     from .. import inputs as inputs_mod
-    state = inputs_mod.test_state(ctx.contract)
+    state = ctx.test_state()
     rng = inputs_mod.rng_for(ctx.seed, ctx.contract.name, "compiled")  # one stream for every compiler, in turn
     details, problems = {}, Findings()  # each hint once, after all compilers' problems
     for compiler in ctx.adapter.compilers(ctx.compile_backend):

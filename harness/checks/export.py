@@ -73,7 +73,7 @@ def check_export(ctx):
     same gradients on every case, wherever the format keeps them."""
     adapter, contract = ctx.adapter, ctx.contract
     wanted = _formats_wanted(ctx)
-    state = inputs_mod.test_state(contract)
+    state = ctx.test_state()
     layer = ctx.new_layer(state)
     obj = ctx.callable(layer)
     formats = adapter.export_formats(obj if layer is None else layer)

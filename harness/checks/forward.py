@@ -38,7 +38,7 @@ def check_forward_mode(ctx):
     spec = ctx.contract.forward_mode   # present: layer_conformance.checks.applicable
     from .common import reference_forward
     adapter, contract = ctx.adapter, ctx.contract
-    state = inputs_mod.test_state(contract)
+    state = ctx.test_state()
     _, _, ref_vjp = reference(contract)
     problems = []
 

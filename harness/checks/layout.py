@@ -26,7 +26,7 @@ def _is_view_error(exc) -> bool:
 
 def check_layout(ctx):
     adapter, contract = ctx.adapter, ctx.contract
-    state = inputs_mod.test_state(contract)
+    state = ctx.test_state()
     rng = inputs_mod.rng_for(ctx.seed, contract.name, "layout")
     backward = contract.gradients.declared
     problems, said = [], {}

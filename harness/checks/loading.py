@@ -15,7 +15,6 @@ from __future__ import annotations
 import re
 import tempfile
 
-from .. import inputs as inputs_mod
 from .base import CheckFailed, unexpected_error
 from ..record import NotApplicable
 
@@ -34,7 +33,7 @@ def _refuses_altered_state(ctx, problems, details):
     """A saved state without each slot, and one with an extra entry, each loaded strictly into a
     fresh layer, must raise."""
     adapter = ctx.adapter
-    full = ctx.new_layer(inputs_mod.test_state(ctx.contract), strict=False)
+    full = ctx.new_layer(ctx.test_state(), strict=False)
     saved = ctx.adapter.export_state(full)
     try:
         ctx.adapter.load_state(ctx.new_layer(), saved, strict=True)
@@ -84,7 +83,7 @@ def check_strict_loading(ctx):
         except Exception as exc:
             raise CheckFailed(f"the variant with {variant_text} cannot be built: {unexpected_error(exc)}") from exc
 
-    full = ctx.new_layer(inputs_mod.test_state(contract))
+    full = ctx.new_layer(ctx.test_state())
     small = variant()
     mapping = ctx.slot_map(full, strict=True)
     optional = sorted(mapping[s] for s in spec.slots)

@@ -452,14 +452,14 @@ def hint(hint_id: str, framework: str | None = None, **values) -> str:
 
 def state_map_hint(slots, names) -> str:
     """``state_map``'s text with the mapping written out: for each slot that exactly one of the layer's state
-    ``names`` holds as a component of its dotted name (slot 'w1', name 'w1.weight'), ``SLOT=NAME`` filled in; the
-    others stay ``SLOT=NAME``."""
+    ``names`` holds as a component of its dotted name (slot 'w1', name 'w1.weight'; 'w1/kernel' is written
+    'w1.kernel'), ``SLOT=NAME`` filled in; the others stay ``SLOT=NAME``."""
     import re
     generic = hint("state_map")
     pairs = []
     for slot in slots:
         found = [n for n in names if slot in re.split(r"[./:\[\]]", str(n))]
-        pairs.append(f"--state-map {slot}={found[0]}" if len(found) == 1 else None)
+        pairs.append(f"--state-map {slot}={str(found[0]).replace('/', '.')}" if len(found) == 1 else None)
     if not any(pairs):
         return generic
     return "use " + " ".join(p or f"--state-map {slot}=NAME" for p, slot in zip(pairs, slots))

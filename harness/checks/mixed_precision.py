@@ -63,7 +63,7 @@ def check_mixed_precision(ctx):
     _, idx, _ = contract.differentiated(case)
     differentiate = contract.gradients.declared
     wrt = list(idx) if differentiate else []
-    state = inputs_mod.test_state(contract)
+    state = ctx.test_state()
 
     # the float32 run: the same layer, the same state, no policy
     layer, held, _ = ctx.layer_at(state)

@@ -22,7 +22,7 @@ def _check_output(ctx, got, expected_dtype, what, given=None):
 
 def check_values(ctx):
     """Outputs against the numpy reference on every case, with nondefault state."""
-    layer, state, unset = ctx.layer_at(inputs_mod.test_state(ctx.contract))
+    layer, state, unset = ctx.layer_at(ctx.test_state())
     problems, worst, outputs = [], 0.0, []
     for case in ctx.contract.cases:
         inputs = ctx.case_inputs(case)
@@ -59,7 +59,7 @@ def check_native(ctx):
     cls = import_native(ctx, spec.class_path)
     args = {k: ctx.contract.resolve_arg(v) for k, v in spec.args.items()}
     native = ctx.in_dtype(ctx.adapter.build(ctx.adapter.construct_native(cls, args), ctx.build_inputs()))
-    ours, state, unset = ctx.layer_at(inputs_mod.test_state(ctx.contract))
+    ours, state, unset = ctx.layer_at(ctx.test_state())
     native_names = ctx.adapter.trainable(native) | ctx.adapter.non_trainable(native)
     for slot, name in spec.state.items():
         if name not in native_names:
@@ -305,7 +305,7 @@ def check_gradients(ctx):
     rule = "declared surrogate rule" + (f" ({grads_spec.rule})" if grads_spec.rule else "") \
         if mode == "surrogate" else "reference derivative"
     _, _, ref_vjp = reference(contract)
-    state = inputs_mod.test_state(contract)
+    state = ctx.test_state()
     problems, notes = Findings(), []
     state = _worked_examples(ctx, state, rule, problems)
 

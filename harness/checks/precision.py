@@ -23,7 +23,6 @@ from dataclasses import replace
 
 import numpy as np
 
-from .. import inputs as inputs_mod
 from ..compare import describe_mismatch, relative_error
 from ..dtypes import HALF, is_floating, np_dtype
 from ..tolerances import finfo, spacing
@@ -109,7 +108,7 @@ def measure(ctx) -> tuple[str, dict] | None:
     """(the cause, its measurements) of a numeric failure in ``ctx``'s dtype, or None where the
     layer's forward does not show one (its outputs are not of that dtype, or the forward is right
     and computes at that dtype's precision)."""
-    state = inputs_mod.test_state(ctx.contract)
+    state = ctx.test_state()
     inputs_per_case = [ctx.case_inputs(case) for case in ctx.contract.cases]
     if not inputs_per_case:
         return None

@@ -4,7 +4,6 @@ from __future__ import annotations
 import numpy as np
 
 from ..dtypes import is_floating, is_inexact
-from .. import inputs as inputs_mod
 from ..compare import describe_mismatch, max_abs_error
 from .base import CheckFailed, CheckSkipped, type_name, unexpected_error
 
@@ -44,7 +43,7 @@ def check_composition(ctx):
 def check_serialization(ctx):
     """The framework's normal state round trip into a fresh instance gives bit-equal outputs."""
     adapter, contract = ctx.adapter, ctx.contract
-    layer, _, _ = ctx.layer_at(inputs_mod.test_state(contract))
+    layer, _, _ = ctx.layer_at(ctx.test_state())
     mapping = ctx.slot_map(layer)
     saved = adapter.serialized_state(layer)
     problems = []
@@ -78,7 +77,7 @@ def check_devices(ctx):
     if not targets:
         raise CheckSkipped(f"{adapter.name} offers no second device here")
     inputs = ctx.first_inputs()
-    state = inputs_mod.test_state(contract)
+    state = ctx.test_state()
     reference = ctx.output_numpy(ctx.run(ctx.new_layer(state, strict=False), inputs))
     problems, visited = [], []
     for device in targets:
@@ -136,7 +135,7 @@ def check_device_parity(ctx):
     if not targets:
         raise CheckSkipped(f"{adapter.name} has no second device with values here "
                            f"({', '.join(_second_devices(ctx)) or 'none'} only)")
-    state = inputs_mod.test_state(contract)
+    state = ctx.test_state()
     case = contract.cases[0]
     inputs = ctx.case_inputs(case)
     idx = [i for i, (n, s) in enumerate(case.inputs.items())

@@ -38,7 +38,7 @@ def check_second_order(ctx):
     ref_hvp = getattr(mod, spec.reference)
     names = [c.name for c in contract.cases]
     cases = [c for c in contract.cases if c.name in (spec.cases or names)]
-    state = inputs_mod.test_state(contract)
+    state = ctx.test_state()
     kw = {**contract.constructor, **state}
     rng = inputs_mod.rng_for(ctx.seed, contract.name, "second_order")
     problems, compared, constant_rule = [], 0, False

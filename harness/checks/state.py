@@ -27,6 +27,44 @@ def _values(a) -> str:
     return np.array2string(np.asarray(a), threshold=6, edgeitems=3)
 
 
+def _random_problems(slot, spec, got, again) -> list[str]:
+    """A slot of ``init: random``, judged by its bounds instead of a fixed value: finite (unless ``finite: false``),
+    the same in two builds with the same seed (``again``: the second's values, or None), and the declared mean
+    (within 5 standard errors over its elements) and std (within a factor that widens for few elements)."""
+    bounds, values = spec.random, np.asarray(got).astype(np.float64)
+    n, problems = values.size, []
+    if bounds.finite and not np.isfinite(values).all():
+        return [f"slot {slot!r} (init: random) holds {int((~np.isfinite(values)).sum())} non-finite value(s) "
+                f"of {n}"]
+    if again is not None and not np.array_equal(np.asarray(got), np.asarray(again), equal_nan=True):
+        differ = int((np.asarray(got) != np.asarray(again)).sum())
+        problems.append(f"slot {slot!r} (init: random) differs between two builds with the same seed ({differ} of "
+                        f"{n} values): its initial values come from a generator the framework's seed does not set "
+                        f"(an unseeded numpy or Python generator, or the clock), so no run repeats it")
+    if n == 0:
+        return problems
+    mean, sd = float(values.mean()), float(values.std())
+    if bounds.mean is not None:
+        allowed = 5 * (bounds.std if bounds.std is not None else sd) / np.sqrt(n)
+        if abs(mean - bounds.mean) > allowed:
+            problems.append(f"slot {slot!r} has mean {mean:.4g}, outside its bound init: random: mean "
+                            f"{bounds.mean:g} ± {allowed:.3g} (5 standard errors over its {n} values)")
+    if bounds.std is not None and n >= 2:
+        factor = 1.5 + 5 / np.sqrt(2 * (n - 1))
+        if not bounds.std / factor <= sd <= bounds.std * factor:
+            problems.append(f"slot {slot!r} has standard deviation {sd:.4g}, outside its bound init: random: std "
+                            f"{bounds.std:g} (within a factor {factor:.3g} over its {n} values)")
+    return problems
+
+
+def _second_build(ctx, state_of) -> dict:
+    """{slot: value} of a second build with the same seed (``state_of``: the adapter's trainable or saved state),
+    matched anew: a framework may name a rebuilt sublayer's variables otherwise (dense, then dense_1...)."""
+    layer = ctx.seeded_layer()
+    state = state_of(layer)
+    return {slot: state[name] for slot, name in ctx.slot_map(layer).items() if name in state}
+
+
 def _untracked_hint(adapter, untracked, loose, slot, shape) -> str:
     """How to register a trainable slot held as an untracked attribute: an item of a plain list or dict that is
     already the framework's parameter type needs the framework's container, where it has one (register_in_
@@ -40,11 +78,13 @@ def _untracked_hint(adapter, untracked, loose, slot, shape) -> str:
 def check_parameters(ctx):
     """The trainable set is exactly the contract's trainable slots, at their initial values."""
     adapter, contract = ctx.adapter, ctx.contract
-    layer = ctx.new_layer()
+    random = any(spec.random is not None for spec in contract.trainable.values())
+    layer = ctx.seeded_layer() if random else ctx.new_layer()
     trainable = adapter.trainable(layer)
     untracked = adapter.untracked(layer)
     mapping = ctx.slot_map(layer)
     init = inputs_mod.initial_state(contract)
+    again = _second_build(ctx, adapter.trainable) if random else {}
     problems = Findings()  # each hint once, however many slots show the mistake
 
     for slot, spec in contract.trainable.items():
@@ -70,7 +110,10 @@ def check_parameters(ctx):
             continue
         value = trainable[name]
         problems += _shape_dtype_problems(ctx, slot, spec, value)
-        if not problems:
+        if not problems and spec.random is not None:
+            problems += _random_problems(slot, spec, adapter.numpy(value),
+                                         adapter.numpy(again[slot]) if slot in again else None)
+        elif not problems:
             got = adapter.numpy(value)
             if not np.array_equal(got, init[slot]):
                 problems.append(f"trainable slot {slot!r} starts at {_values(got)}, expected {_values(init[slot])} "
@@ -113,7 +156,9 @@ def check_parameters(ctx):
 def check_buffers(ctx):
     """Non-trainable slots are in the layer's saved state, never trainable, and get no gradient."""
     adapter, contract = ctx.adapter, ctx.contract  # applicable: a contract with non-trainable state
-    layer = ctx.new_layer()
+    random = any(spec.random is not None for spec in contract.non_trainable.values())
+    layer = ctx.seeded_layer() if random else ctx.new_layer()
+    again = _second_build(ctx, adapter.serialized_state) if random else {}
     trainable, non_trainable = adapter.trainable(layer), adapter.non_trainable(layer)
     untracked = adapter.untracked(layer)
     mapping = ctx.slot_map(layer)
@@ -141,6 +186,8 @@ def check_buffers(ctx):
             why = hint("not_persistent", adapter.name)
             problems.append(f"non-trainable slot {slot!r} ({name!r}) is not in the saved state"
                             + (f": {why}" if why else ""))
+        elif spec.random is not None:
+            problems += _random_problems(slot, spec, saved[name], again.get(slot))
         elif not np.array_equal(held := np.asarray(saved[name]).astype(np_dtype(spec.dtype)), init[slot]):
             problems.append(f"non-trainable slot {slot!r} does not hold its initial value: it starts at "
                             f"{_values(held)}, expected {_values(init[slot])} (init: {spec.init!r})")

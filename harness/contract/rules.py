@@ -214,6 +214,8 @@ def _rules_state(r: _Rules):
                 if isinstance(rule, dict):
                     for j, v in enumerate(_seq(rule.get("linspace"))):
                         r.finite(v, at + (rule_key, "linspace", j))
+                    for key in ("mean", "std"):
+                        r.finite(_map(rule.get("random")).get(key), at + (rule_key, "random", key))
             names, _ = r.reference_names()
             module = r.section("reference").get("module")
             if slot.get("init") == "reference" and names is not None and f"init_{name}" not in names:

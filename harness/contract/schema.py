@@ -157,6 +157,9 @@ def _schema_problems(err, lines) -> list:
                            "name of a constructor argument")
         if ref == "value_rule":
             return out(at, f"{err.instance!r} is not a value rule: use ones, zeros, reference or {{linspace: [lo, hi]}}")
+        if ref == "init_rule":
+            return out(at, f"{err.instance!r} is not an init rule: use ones, zeros, reference, {{linspace: [lo, hi]}}, "
+                           "random or {random: {mean: m, std: s, finite: true}}")
         if ref == "native":
             return out(at, "a native entry is either {none: reason} or {class: module.Class, args: {...}, "
                            "state: {slot: name}}")

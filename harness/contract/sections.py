@@ -166,10 +166,28 @@ class Slot(_Section):
     """state.trainable.<slot> / state.non_trainable.<slot>."""
     shape: tuple
     dtype: str
-    init: Any                # a value rule: ones | zeros | reference | {linspace: [lo, hi]}
+    init: Any                # a value rule: ones | zeros | reference | {linspace: [lo, hi]} | random | {random: {...}}
     test_value: Any = None   # the values check's state; None: the initial value
     description: str | None = None
     _convert = {"shape": tuple}
+
+    @property
+    def random(self) -> "RandomInit | None":
+        """``init: random`` (or ``{random: {mean, std, finite}}``): the layer draws its own initial values; None
+        for every other rule."""
+        if self.init == "random":
+            return RandomInit()
+        if isinstance(self.init, Mapping) and "random" in self.init:
+            return RandomInit.of(self.init["random"])
+        return None
+
+
+@dataclass(frozen=True)
+class RandomInit(_Section):
+    """state.<kind>.<slot>.init.random: the bounds a layer's own random initial values keep."""
+    mean: float | None = None   # the values' expected mean; None: not checked
+    std: float | None = None    # their expected standard deviation; None: not checked
+    finite: bool = True         # every value finite
 
 
 @dataclass(frozen=True)

@@ -208,7 +208,12 @@ class TensorFlowCore(CoreProtocol):
             keras.config.set_dtype_policy(previous)
 
     def manual_seed(self, seed):
-        tf.random.set_seed(seed)
+        # Keras 3's initializers draw their seeds from Python's generator and its own global SeedGenerator, which
+        # tf.random.set_seed alone leaves as they were: keras.utils.set_random_seed sets them all, numpy's global
+        # generator too, which is put back (a check leaves it as it found it)
+        saved = np.random.get_state()
+        keras.utils.set_random_seed(seed)
+        np.random.set_state(saved)
 
     def move(self, layer, device, rebuild=None):
         # Keras has no move call: placement is settled when variables are created
