@@ -42,6 +42,23 @@ class TooWide(Dense):
         nn.init.normal_(self.proj.weight)
 
 
+class Projection(nn.Module):
+    """A fixed random projection, a buffer drawn from torch's generator: y = x P^T."""
+    def __init__(self, d_in, d_out):
+        super().__init__()
+        self.register_buffer("weight", torch.randn(d_out, d_in))
+
+    def forward(self, x):
+        return x @ self.weight.T
+
+
+class UnseededProjection(Projection):
+    """The same buffer from numpy's unseeded generator."""
+    def __init__(self, d_in, d_out):
+        super().__init__(d_in, d_out)
+        self.weight.copy_(torch.from_numpy(np.random.default_rng().standard_normal((d_out, d_in))))
+
+
 class IgnoresWeight(Dense):
     """Computes with a fixed matrix of its own: the values check, at the layer's own weight, catches it."""
     def forward(self, x):
@@ -174,15 +191,17 @@ def test_a_random_test_value_is_not_a_value_rule(tmp_path):
 
 # --- a user's layer, through the command line ------------------------------------------------------------------------
 
-def _run(tmp_path, impl, *extra, framework="torch"):
+def _run(tmp_path, impl, *extra, framework="torch", kind="trainable", std=None):
     if not (tmp_path / "mypkg").exists():
         user_package(tmp_path, LAYERS if framework == "torch" else OTHER_LAYERS[framework])
         (tmp_path / "mypkg" / "ref.py").write_text(REFERENCE)
     out = tmp_path / f"{impl}.json"
     # nn.Linear(16, 16) draws U(-1/4, 1/4), std 1/sqrt(48); nnx.Linear a LeCun normal and keras' Dense a Glorot
     # uniform (U(-sqrt(6/32), sqrt(6/32))), both of std 1/4
-    init = "{random: {mean: 0.0, std: %s}}" % ("0.144" if framework == "torch" else "0.25")
-    proc = pytest_run("-q", "--contract", str(_contract(tmp_path, init, framework)), "--impl", f"mypkg.layers:{impl}",
+    init = "{random: {mean: 0.0, std: %s}}" % (std or ("0.144" if framework == "torch" else "0.25"))
+    contract = _contract(tmp_path, init, framework)
+    contract.write_text(contract.read_text().replace("  trainable:", f"  {kind}:"))
+    proc = pytest_run("-q", "--contract", str(contract), "--impl", f"mypkg.layers:{impl}",
                       "--framework", framework, *extra,
                       f"--conformance-json={out}", cwd=tmp_path, env={"PYTHONPATH": str(ROOT)}, timeout=600)
     records = json.loads(out.read_text())["results"]
@@ -235,6 +254,17 @@ def test_the_bounds_judge_by_the_number_of_elements():
     assert "non-finite" in _random_problems("w", spec, bad, None)[0]
     loose = Slot.of({"shape": [256], "dtype": "float32", "init": {"random": {"finite": False}}})
     assert _random_problems("w", loose, bad, bad) == []
+
+
+@pytest.mark.skipif(not installed("torch"), reason="torch is not installed")
+def test_a_random_buffer_is_judged_by_buffers(tmp_path):
+    checks = ("--check", "parameters", "--check", "buffers", "--check", "values")
+    proc, records = _run(tmp_path, "Projection", *checks, kind="non_trainable", std="1.0")
+    assert not _failed(records) and records["buffers"]["outcome"] == "passed", proc.stdout[-3000:]
+    assert records["values"]["outcome"] == "passed", proc.stdout[-3000:]
+    proc, records = _run(tmp_path, "UnseededProjection", *checks, kind="non_trainable", std="1.0")
+    assert _failed(records) == {"buffers"}, proc.stdout[-3000:]
+    assert "slot 'weight' (init: random) differs between two builds" in records["buffers"]["message"]
 
 
 @pytest.mark.parametrize("framework", ["jax", "tensorflow"])
