@@ -9,7 +9,7 @@ import pytest
 from layer_conformance.contract import ContractError, load_contract
 from layer_conformance.contract.sections import RandomInit
 from layer_conformance.frameworks import installed
-from tests.support import ROOT, pytest_run, user_package
+from tests.support import MXNET_PYTHON, ROOT, pytest_run, user_package
 
 LAYERS = '''
 import numpy as np
@@ -118,7 +118,24 @@ class Unseeded(Dense):
         self.proj.kernel.assign(drawn.astype("float32"))
 '''
 
-OTHER_LAYERS = {"jax": NNX_LAYERS, "tensorflow": KERAS_LAYERS}
+GLUON_LAYERS = '''
+from layer_conformance.layerside.mxnet_shim import apply
+apply()  # the README's shim, before importing mxnet
+from mxnet import gluon
+
+
+class Dense(gluon.HybridBlock):
+    """y = x W^T, W a Gluon Dense's [out, in] at its default initialisation (uniform, scale 0.07)."""
+    def __init__(self, d_in, d_out, **kwargs):
+        super().__init__(**kwargs)
+        with self.name_scope():
+            self.proj = gluon.nn.Dense(d_out, in_units=d_in, use_bias=False)
+
+    def hybrid_forward(self, F, x):
+        return self.proj(x)
+'''
+
+OTHER_LAYERS = {"jax": NNX_LAYERS, "tensorflow": KERAS_LAYERS, "mxnet": GLUON_LAYERS}
 
 # torch stores the weight [out, in] (y = x W^T), NNX the kernel [in, out] (y = x K)
 REFERENCE = '''
@@ -154,7 +171,7 @@ reference: {module: mypkg.ref REFERENCE}
 
 def _contract(tmp_path, init="{random: {mean: 0.0, std: 0.144}}", framework="torch"):
     path = tmp_path / f"dense_{framework}.yaml"
-    functions = "" if framework == "torch" else ", forward: forward_kernel, vjp: vjp_kernel"
+    functions = "" if framework in ("torch", "mxnet") else ", forward: forward_kernel, vjp: vjp_kernel"
     path.write_text(CONTRACT.replace("INIT", init).replace(" REFERENCE", functions))
     return path
 
@@ -202,7 +219,8 @@ def _run(tmp_path, impl, *extra, framework="torch", kind="trainable", std=None):
     contract = _contract(tmp_path, init, framework)
     contract.write_text(contract.read_text().replace("  trainable:", f"  {kind}:"))
     proc = pytest_run("-q", "--contract", str(contract), "--impl", f"mypkg.layers:{impl}",
-                      "--framework", framework, *extra,
+                      "--framework", framework, *extra, *(("--executor-python", f"mxnet={MXNET_PYTHON}")
+                                                           if framework == "mxnet" else ()),
                       f"--conformance-json={out}", cwd=tmp_path, env={"PYTHONPATH": str(ROOT)}, timeout=600)
     records = json.loads(out.read_text())["results"]
     return proc, {r["check"]: r for r in records}
@@ -277,3 +295,12 @@ def test_an_nnx_or_keras_dense_at_its_default_init_passes_and_an_unseeded_one_fa
     proc, records = _run(tmp_path, "Unseeded", "--check", "parameters", "--check", "values", framework=framework)
     assert _failed(records) == {"parameters"}, proc.stdout[-3000:]
     assert "slot 'weight' (init: random) differs between two builds" in records["parameters"]["message"]
+
+
+@pytest.mark.skipif(not MXNET_PYTHON.exists(), reason="no .venv-mxnet here")
+def test_a_gluon_dense_at_its_default_init_passes(tmp_path):
+    # Gluon's Dense draws U(-0.07, 0.07): std 0.07/sqrt(3)
+    proc, records = _run(tmp_path, "Dense", "--check", "parameters", "--check", "values", "--check", "gradients",
+                         framework="mxnet", std="0.0404")
+    assert not _failed(records) and records["parameters"]["outcome"] == "passed", proc.stdout[-3000:]
+    assert records["values"]["outcome"] == records["gradients"]["outcome"] == "passed", proc.stdout[-3000:]
