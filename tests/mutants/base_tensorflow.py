@@ -30,7 +30,7 @@ class RMSNorm(keras.layers.Layer):
 class RMSNormOfWidth(RMSNorm):
     """The same, told the contract's width d, as layers written from the chapter are (Keras would take it
     from build)."""
-    def __init__(self, d=None, eps=1e-6, **kwargs):
+    def __init__(self, d, eps=1e-6, **kwargs):
         super().__init__(eps=eps, **kwargs)
         self.d = d
 
