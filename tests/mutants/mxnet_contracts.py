@@ -8,6 +8,7 @@ from mxnet import autograd, init, nd  # noqa: E402
 from mxnet.gluon import nn  # noqa: E402
 
 from layer_conformance.reference_impls.mxnet.causal_mask import CausalMask  # noqa: E402
+from layer_conformance.reference_impls.mxnet.gradient_reversal import _ReverseBy  # noqa: E402
 from layer_conformance.reference_impls.mxnet.rmsnorm import RMSNorm as _RMSNorm  # noqa: E402
 from layer_conformance.reference_impls.mxnet.rmsnorm_bias import RMSNorm as _RMSNormBias  # noqa: E402
 from layer_conformance.reference_impls.mxnet.softmax_cross_entropy import \
@@ -400,14 +401,8 @@ class LayerNormEpsOutside(_LayerNorm):
         return nd.broadcast_add(nd.broadcast_mul(nd.broadcast_div(Xc, std), self.gain.data(ctx)), self.bias.data(ctx))
 
 
-class _NotFlipped(autograd.Function):
-    def __init__(self, lam):
-        super().__init__()
-        self.lam = lam
-
-    def forward(self, x):
-        return x.copy()
-
+class _NotFlipped(_ReverseBy):
+    """The bundled rule with the minus forgotten."""
     def backward(self, g):
         return self.lam * g
 
