@@ -272,6 +272,10 @@ def test_the_bounds_judge_by_the_number_of_elements():
     assert "non-finite" in _random_problems("w", spec, bad, None)[0]
     loose = Slot.of({"shape": [256], "dtype": "float32", "init": {"random": {"finite": False}}})
     assert _random_problems("w", loose, bad, bad) == []
+    # a second build without the slot does not repeat the first either
+    from layer_conformance.checks.state import NOT_FOUND
+    missing = _random_problems("w", spec, 0.1 * rng.standard_normal(256), NOT_FOUND)
+    assert len(missing) == 1 and "not found in a second build" in missing[0]
 
 
 @pytest.mark.skipif(not installed("torch"), reason="torch is not installed")

@@ -27,16 +27,23 @@ def _values(a) -> str:
     return np.array2string(np.asarray(a), threshold=6, edgeitems=3)
 
 
+NOT_FOUND = object()  # (a second build's value of a slot) the slot is not in it
+
+
 def _random_problems(slot, spec, got, again) -> list[str]:
     """A slot of ``init: random``, judged by its bounds instead of a fixed value: finite (unless ``finite: false``),
-    the same in two builds with the same seed (``again``: the second's values, or None), and the declared mean
-    (within 5 standard errors over its elements) and std (within a factor that widens for few elements)."""
+    the same in two builds with the same seed (``again``: the second's values, NOT_FOUND where it lacks the slot,
+    None where not compared), and the declared mean (within 5 standard errors over its elements) and std (within a
+    factor that widens for few elements)."""
     bounds, values = spec.random, np.asarray(got).astype(np.float64)
     n, problems = values.size, []
     if bounds.finite and not np.isfinite(values).all():
         return [f"slot {slot!r} (init: random) holds {int((~np.isfinite(values)).sum())} non-finite value(s) "
                 f"of {n}"]
-    if again is not None and not np.array_equal(np.asarray(got), np.asarray(again), equal_nan=True):
+    if again is NOT_FOUND:  # the second build lacks the slot: a build that does not repeat either
+        problems.append(f"slot {slot!r} (init: random) is not found in a second build with the same seed: the layer "
+                        f"registers its state differently from one build to the next")
+    elif again is not None and not np.array_equal(np.asarray(got), np.asarray(again), equal_nan=True):
         differ = int((np.asarray(got) != np.asarray(again)).sum())
         problems.append(f"slot {slot!r} (init: random) differs between two builds with the same seed ({differ} of "
                         f"{n} values): its initial values come from a generator the framework's seed does not set "
@@ -112,7 +119,7 @@ def check_parameters(ctx):
         problems += _shape_dtype_problems(ctx, slot, spec, value)
         if not problems and spec.random is not None:
             problems += _random_problems(slot, spec, adapter.numpy(value),
-                                         adapter.numpy(again[slot]) if slot in again else None)
+                                         adapter.numpy(again[slot]) if slot in again else NOT_FOUND)
         elif not problems:
             got = adapter.numpy(value)
             if not np.array_equal(got, init[slot]):
@@ -187,7 +194,7 @@ def check_buffers(ctx):
             problems.append(f"non-trainable slot {slot!r} ({name!r}) is not in the saved state"
                             + (f": {why}" if why else ""))
         elif spec.random is not None:
-            problems += _random_problems(slot, spec, saved[name], again.get(slot))
+            problems += _random_problems(slot, spec, saved[name], again.get(slot, NOT_FOUND))
         elif not np.array_equal(held := np.asarray(saved[name]).astype(np_dtype(spec.dtype)), init[slot]):
             problems.append(f"non-trainable slot {slot!r} does not hold its initial value: it starts at "
                             f"{_values(held)}, expected {_values(init[slot])} (init: {spec.init!r})")
