@@ -48,6 +48,7 @@ def state_findings(ctx) -> list[Finding]:
     for slot, spec in contract.trainable.items():
         name = mapping.get(slot)
         if name in trainable:
+            out += _shape_finding("parameters", slot, contract.shape(spec.shape), trainable[name])
             continue
         loose = untracked_for(untracked, slot, contract.shape(spec.shape))
         named.update(loose)
@@ -65,6 +66,8 @@ def state_findings(ctx) -> list[Finding]:
         if name in trainable:
             out.append(Finding(owner, f"{slot!r} is registered as trainable"))
             continue
+        if name in non_trainable:
+            out += _shape_finding(owner, slot, contract.shape(spec.shape), non_trainable[name])
         if name not in non_trainable:
             loose = untracked_for(untracked, slot, contract.shape(spec.shape))
             if buffers_run:
@@ -79,6 +82,13 @@ def state_findings(ctx) -> list[Finding]:
         if path not in named and not any(path in f.reason for f in out):
             out.append(Finding("parameters", f"{path!r} is an untracked tensor attribute"))
     return out
+
+
+def _shape_finding(check: str, slot: str, shape: tuple, value) -> list[Finding]:
+    """A registered slot of another shape than the contract's: no state can be set into it, so every check that
+    sets state fails on it (the framework's own size error); ``check`` names the mistake."""
+    got = tuple(getattr(value, "shape", shape))
+    return [] if got == tuple(shape) else [Finding(check, f"{slot!r} has shape {list(got)}, expected {list(shape)}")]
 
 
 # batching's words where one example changed moved another's output: the layer mixes examples, and its wrong

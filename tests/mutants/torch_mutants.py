@@ -16,6 +16,16 @@ class GainPlainTensor(RMSNorm):
         self.gain = torch.ones(d)
 
 
+class GainWrongShape(RMSNorm):
+    """A gain of d + 1 entries (sliced to the width in the forward): no state of the contract's shape can be set
+    into it, so every check that sets state meets the framework's size error; parameters names the shape."""
+    def make_gain(self, d):
+        self.gain = nn.Parameter(torch.ones(d + 1))
+
+    def forward(self, X):
+        return self.gain[: X.shape[-1]] * X * self.inverse_rms(X)
+
+
 class GainInList(RMSNorm):
     """The gain inside a plain Python list: also invisible (pytorch#715)."""
     def make_gain(self, d):
@@ -319,6 +329,7 @@ class LinearGradXUnderWsFlag(_Linear):
 M = "tests.mutants.torch_mutants"
 MUTANTS = [
     Mutant("torch", "rmsnorm", f"{M}:GainPlainTensor", "parameters", "untracked attribute 'gain'", blocked=('compiled', 'composition', 'devices', 'export', 'gradients', 'serialization', 'abstract')),
+    Mutant("torch", "rmsnorm", f"{M}:GainWrongShape", "parameters", "'gain' has shape [9], expected [8]", blocked=('abstract', 'aliasing', 'batching', 'compiled', 'devices', 'export', 'gradients', 'layout', 'native', 'serialization', 'strict_loading', 'values')),
     Mutant("torch", "rmsnorm", f"{M}:GainInList", "parameters", "untracked attribute 'weights[0]'", blocked=('compiled', 'composition', 'devices', 'export', 'gradients', 'serialization', 'abstract')),
     Mutant("torch", "rmsnorm", f"{M}:EpsOutsideSqrt", "values", "case 'edge_rows'", blocked=('gradients', 'native', 'properties')),
     Mutant("torch", "rmsnorm", f"{M}:WrongAxis", "batching", "was perturbed", blocked=('values', 'gradients', 'native', 'properties')),
