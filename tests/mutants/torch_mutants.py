@@ -5,6 +5,7 @@ from torch import nn
 
 from layer_conformance.reference_impls.torch.linear_vjp import Linear as _Linear
 from layer_conformance.reference_impls.torch.round_ste import RoundSTE as _RoundSTE
+from layer_conformance.reference_impls.torch.scaled_tanh import ScaledTanh as _ScaledTanh
 from tests.mutants.base_torch import CausalMask, RMSNorm
 from tests.mutants.catalogue import Mutant
 from tests.zoo.torch_layers import ScaledTanhFunc
@@ -206,15 +207,9 @@ class BiasNotReset(RMSNorm):
         return Y if self.bias is None else Y + self.bias
 
 
-class ScaledTanhViewBackward(torch.autograd.Function):
+class ScaledTanhViewBackward(_ScaledTanh):
     """scaled_tanh whose backward flattens the incoming gradient with .view(-1) to apply the rule elementwise:
     right for a contiguous gradient; torch hands a non-contiguous one over as it is, and .view raises."""
-    @staticmethod
-    def forward(ctx, x):
-        y = torch.tanh(x)
-        ctx.save_for_backward(y)
-        return y
-
     @staticmethod
     def backward(ctx, grad_output):
         (y,) = ctx.saved_tensors
