@@ -11,6 +11,7 @@
     python benchmarks/bench.py --sandbox --frameworks torch   # the executors' sandbox: its cost per target
     python benchmarks/bench.py --inner-loop --rounds 3        # one layer per framework against its own figure
     python benchmarks/bench.py --new-axes --rounds 2          # what the checks of the new axes (issue 32) add
+    python benchmarks/bench.py --new-contracts --rounds 2     # what the newest bundled contracts add
 
 It prints:
   matrix      wall time of the bundled matrix under ``pytest -n 0`` and ``-n 2`` (subprocesses);
@@ -546,6 +547,36 @@ def new_axes(frameworks: list[str], rounds: int) -> dict:
             "axes": list(NEW_AXES)}
 
 
+# the bundled contracts of issue 46 §6 (contracts for the layers people write): what they add to the matrix
+NEW_CONTRACTS = ("layernorm", "groupnorm", "gradient_reversal", "swiglu", "rotary", "causal_attention")
+
+
+def new_contracts(frameworks: list[str], rounds: int) -> dict:
+    """The bundled matrix at -n 0 without NEW_CONTRACTS (deselected by -k), then with them, in turn (interleaved,
+    medians): what they add, side by side, with the seconds their checks' calls took in the run with them."""
+    import statistics
+    from layer_conformance.contract import bundled_contracts
+    names = [n for n in NEW_CONTRACTS if n in bundled_contracts()]
+    walls: dict = {"without": [], "with": []}
+    summaries: dict = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for _ in range(rounds):
+            for label, extra in (("without", ("-k", " and ".join(f"not {n}" for n in names))), ("with", ())):
+                m = matrix(frameworks, "0", Path(tmp), extra=extra)
+                walls[label].append(m["wall_s"])
+                summaries[label] = m["summary"]
+    med = {k: statistics.median(v) for k, v in walls.items()}
+    return {"median_s": med, "walls": walls, "summaries": summaries, "contracts": names,
+            "added_s": med["with"] - med["without"], "ratio": med["with"] / med["without"]}
+
+
+def _print_new_contracts(a: dict, rounds: int) -> None:
+    for k, v in a["median_s"].items():
+        print(f"matrix -n 0, {k} the new contracts: {v:7.1f} s (median of {rounds}: "
+              f"{', '.join(f'{w:.1f}' for w in a['walls'][k])})   {a['summaries'][k]}")
+    print(f"the new contracts ({', '.join(a['contracts'])}) add {a['added_s']:.1f} s, {a['ratio']:.2f}x the matrix")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--frameworks", help="comma-separated (default: every installed framework)")
@@ -566,6 +597,8 @@ def main(argv=None):
                          "(import; Keras' run_layer_test), and a broken layer's time to its first failure")
     ap.add_argument("--new-axes", action="store_true",
                     help="only the matrix (-n 0) without and with the default checks of the new axes, side by side")
+    ap.add_argument("--new-contracts", action="store_true",
+                    help="only the matrix (-n 0) without and with the newest bundled contracts (NEW_CONTRACTS), side by side")
     ap.add_argument("--opt-in", action="store_true", help="only what each opt-in check adds to the matrix (-n 0), and compiled + export at -n 2")
     ap.add_argument("--both-only", action="store_true",
                     help="with --opt-in: only the runs without and with compiled + export (-n 0 and -n 2)")
@@ -621,6 +654,12 @@ def main(argv=None):
                   f"{', '.join(f'{w:.1f}' for w in a['walls'][k])})   {a['summaries'][k]}")
         print(f"the new axes ({', '.join(a['axes'])}) add {a['ratio']:.2f}x (bound {NEW_AXES_BOUND}x: "
               f"{'met' if a['ratio'] <= NEW_AXES_BOUND else 'missed'})")
+        if args.json:
+            Path(args.json).write_text(json.dumps(a, indent=2))
+        return 0
+    if args.new_contracts:
+        a = new_contracts(frameworks, args.rounds)
+        _print_new_contracts(a, args.rounds)
         if args.json:
             Path(args.json).write_text(json.dumps(a, indent=2))
         return 0
