@@ -135,3 +135,16 @@ def problem(spec: str, signature: dict | None, constructor: dict, arg_map: dict 
     if not reasons:
         return None
     return f"{spec} cannot be built from the contract's constructor arguments: {'; '.join(reasons)}; {how}"
+
+
+def defaults_of(factory) -> dict:
+    """The keyword parameters of a class or factory that have a plain default (a bool, int, float or str), as
+    ``{name: default}``, in the signature's order: what ``python -m layer_conformance new`` writes as the
+    contract's constructor arguments. Empty where the signature cannot be read."""
+    import inspect
+    try:
+        params = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):
+        return {}
+    return {p.name: p.default for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+            and type(p.default) in (bool, int, float, str)}

@@ -1,8 +1,10 @@
-"""Command line: ``python -m layer_conformance report|merge``.
+"""Command line: ``python -m layer_conformance report|merge|summary|warm|new``.
 
     python -m layer_conformance report RESULTS.json [MORE.json ...] -o out.html [--baseline OLD.json]
     python -m layer_conformance merge A.json B.json [...] -o C.json [--gate] [--baseline OLD.json] [--html out.html]
     python -m layer_conformance summary RESULTS.json [MORE.json ...]
+    python -m layer_conformance new --impl mypkg:SwiGLU --input "x: [4, 16]" [--arg h=64] [--framework torch]
+                                    [--reference other:SwiGLU] [--name swiglu] [-o contracts/swiglu.yaml]
 
 ``merge`` joins the results of separate runs (framework environments, CI shards) and, with ``--gate``
 or ``--baseline``, gives the verdict a single run would have given: the shards of a split run are
@@ -13,6 +15,10 @@ Exit codes (``layer_conformance.exitcodes``): 0 done (gated: conformant, or no r
 failures or regressions (``layer_conformance.verdict``'s verdict, as in a pytest run), 4 usage error (bad
 arguments; unreadable or conflicting results files; for ``merge``, a file whose run did not complete its
 plan, that was edited after its run, or that is given twice).
+
+``new`` drafts a contract from a layer (``layer_conformance.scaffold``: the layer is built and called in an
+executor, never here): 0 written, 4 usage error (a required constructor argument not given, an import that
+fails, a file that exists), 1 the layer raised while it was built or called on the drawn input.
 """
 from __future__ import annotations
 
@@ -108,9 +114,39 @@ def _warm(args) -> int:
     return 0
 
 
+def _new(args) -> int:
+    from .scaffold import ScaffoldError, new
+    try:
+        return new(args.impl, args.input, framework=args.framework, reference=args.reference, name=args.name,
+                   output=args.output, args=args.arg, executor_python=args.executor_python, force=args.force)
+    except ScaffoldError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.code
+
+
+def _new_parser(sub) -> None:
+    from .frameworks import FRAMEWORKS
+    new = sub.add_parser("new", help="draft a contract (and a numpy reference stub) from a layer of your own")
+    new.add_argument("--impl", required=True, metavar="MODULE:ATTR", help="the layer, e.g. mypkg.layers:SwiGLU")
+    new.add_argument("--input", action="append", required=True, metavar="'NAME: [DIMS]'",
+                     help="an input the layer takes, in order, e.g. \"x: [4, 16]\" (float32; "
+                          "\"x: {shape: [4, 16], dtype: float64}\" for another dtype)")
+    new.add_argument("--arg", action="append", default=[], metavar="NAME=VALUE",
+                     help="a constructor argument (required for those without a default)")
+    new.add_argument("--framework", choices=list(FRAMEWORKS), help="default: detected from the layer")
+    new.add_argument("--reference", metavar="MODULE:ATTR",
+                     help="another implementation to compare with, instead of a numpy reference stub")
+    new.add_argument("--name", help="the contract's name (default: the layer's, in lower case)")
+    new.add_argument("-o", "--output", metavar="CONTRACT.yaml", help="default: contracts/<name>.yaml")
+    new.add_argument("--executor-python", action="append", default=[], metavar="FRAMEWORK=PYTHON",
+                     help="the Python a framework's executors run in (mxnet=.venv-mxnet/bin/python)")
+    new.add_argument("--force", action="store_true", help="overwrite the contract and stub if they exist")
+
+
 def main(argv=None) -> int:
     from .results import ResultsFileError
-    parser = _Parser(prog="python -m layer_conformance", description="Layer conformance results: HTML report, merge, summary; kept zygotes: warm.")
+    parser = _Parser(prog="python -m layer_conformance", description="Layer conformance results: HTML report, merge, summary; kept zygotes: warm; "
+                                                                     "a contract drafted from your layer: new.")
     sub = parser.add_subparsers(dest="command", required=True)
     rep = sub.add_parser("report", help="write the self-contained HTML report of one or more results files")
     rep.add_argument("results", nargs="+", metavar="RESULTS.json")
@@ -134,9 +170,11 @@ def main(argv=None) -> int:
     summ.add_argument("results", nargs="+", metavar="RESULTS.json")
     warm = sub.add_parser("warm", help="list the zygotes kept running by --keep-warm, or end them (--stop)")
     warm.add_argument("--stop", action="store_true", help="end every kept zygote of this user")
+    _new_parser(sub)
     args = parser.parse_args(argv)
     try:
-        return {"report": _report, "merge": _merge, "summary": _summary, "warm": _warm}[args.command](args)
+        return {"report": _report, "merge": _merge, "summary": _summary, "warm": _warm,
+                "new": _new}[args.command](args)
     except ResultsFileError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE

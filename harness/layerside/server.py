@@ -294,7 +294,7 @@ class Server:
         module = sys.modules.get(spec.split(":", 1)[0])
         found = detect(obj)
         return {"framework": found, "file": getattr(module, "__file__", None),
-                "signature": binding.signature_of(obj)}
+                "signature": binding.signature_of(obj), "defaults": binding.defaults_of(obj)}
 
     def op_import_object(self, path: str):
         """A dotted ``module.attr`` (a contract's native layer or function)."""
