@@ -10,6 +10,7 @@ def rotate_half(x):
 
 class Rotary(nnx.Module):
     """X: [batch, heads, seq, head_dim], positions 0..seq-1 on the second to last axis."""
+    rotate_half = staticmethod(rotate_half)
 
     def __init__(self, head_dim, base=10000.0):
         self.head_dim = head_dim
@@ -28,7 +29,7 @@ class Rotary(nnx.Module):
         wide = jnp.float64 if X.dtype == jnp.float64 else jnp.float32
         cos, sin = self.cos_sin(X.shape[-2], wide)
         Xw = X.astype(wide)
-        return (Xw * cos + rotate_half(Xw) * sin).astype(X.dtype)  # rounded once, to the input's dtype
+        return (Xw * cos + self.rotate_half(Xw) * sin).astype(X.dtype)  # rounded once, to the input's dtype
 
 
 IMPL = Rotary

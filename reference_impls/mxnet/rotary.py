@@ -15,6 +15,7 @@ def rotate_half(x):
 
 class Rotary(nn.Block):
     """X: [batch, heads, seq, head_dim], positions 0..seq-1 on the second to last axis."""
+    rotate_half = staticmethod(rotate_half)
 
     def __init__(self, head_dim, base=10000.0, **kwargs):
         super().__init__(**kwargs)
@@ -34,7 +35,7 @@ class Rotary(nn.Block):
         wide = "float64" if X.dtype == np.float64 else "float32"
         cos, sin = self.cos_sin(X.shape[-2], X.context, wide)
         Xw = X.astype(wide)
-        out = nd.broadcast_add(nd.broadcast_mul(Xw, cos), nd.broadcast_mul(rotate_half(Xw), sin))
+        out = nd.broadcast_add(nd.broadcast_mul(Xw, cos), nd.broadcast_mul(self.rotate_half(Xw), sin))
         return out.astype(X.dtype)  # rounded once, to the input's dtype
 
 

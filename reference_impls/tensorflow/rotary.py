@@ -9,6 +9,7 @@ def rotate_half(x):
 
 class Rotary(tf.keras.layers.Layer):
     """X: [batch, heads, seq, head_dim], positions 0..seq-1 on the second to last axis."""
+    rotate_half = staticmethod(rotate_half)
 
     def __init__(self, head_dim, base=10000.0, **kwargs):
         super().__init__(**kwargs)  # name, dtype, trainable: what from_config passes back
@@ -28,7 +29,7 @@ class Rotary(tf.keras.layers.Layer):
         wide = tf.float64 if X.dtype == tf.float64 else tf.float32
         cos, sin = self.cos_sin(tf.shape(X)[-2], wide)
         Xw = tf.cast(X, wide)
-        return tf.cast(Xw * cos + rotate_half(Xw) * sin, X.dtype)  # rounded once, to the input's dtype
+        return tf.cast(Xw * cos + self.rotate_half(Xw) * sin, X.dtype)  # rounded once, to the input's dtype
 
     def get_config(self):
         return {**super().get_config(), "head_dim": self.head_dim, "base": self.base}

@@ -10,6 +10,7 @@ def rotate_half(x):
 
 class Rotary(nn.Module):
     """X: [batch, heads, seq, head_dim], positions 0..seq-1 on the second to last axis."""
+    rotate_half = staticmethod(rotate_half)
 
     def __init__(self, head_dim, base=10000.0):
         super().__init__()
@@ -29,7 +30,7 @@ class Rotary(nn.Module):
         wide = torch.float64 if X.dtype == torch.float64 else torch.float32
         cos, sin = self.cos_sin(X.shape[-2], X.device, wide)
         Xw = X.to(wide)
-        return (Xw * cos + rotate_half(Xw) * sin).to(X.dtype)  # rounded once, to the input's dtype
+        return (Xw * cos + self.rotate_half(Xw) * sin).to(X.dtype)  # rounded once, to the input's dtype
 
 
 IMPL = Rotary
