@@ -142,9 +142,10 @@ def defaults_of(factory) -> dict:
     ``{name: default}``, in the signature's order: what ``python -m layer_conformance new`` writes as the
     contract's constructor arguments. Empty where the signature cannot be read."""
     import inspect
-    try:
-        params = inspect.signature(factory).parameters.values()
+    try:  # a class's own __init__: a metaclass's __call__ (flax's nnx.Module) says only (*args, **kwargs)
+        params = list(inspect.signature(factory.__init__ if inspect.isclass(factory) else factory).parameters.values())
     except (TypeError, ValueError):
         return {}
+    params = params[1:] if inspect.isclass(factory) else params  # self
     return {p.name: p.default for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
             and type(p.default) in (bool, int, float, str)}

@@ -127,13 +127,21 @@ def constructor_for(impl: str, found: dict, given: dict) -> dict:
 
 
 def contract_name(impl: str, name: str | None) -> str:
+    """``--name``, else the layer's name in lower case; never a bundled contract's name (results, test ids and
+    reproduce lines name a contract by it): a default that is one takes ``my_`` before it."""
+    from .contract import bundled_contracts
+    bundled = set(bundled_contracts())
     if name is not None:
         if not re.fullmatch(r"[a-z][a-z0-9_]*", name):
             raise _usage(f"--name {name!r}: lower-case letters, digits and _, starting with a letter")
+        if name in bundled:
+            raise _usage(f"--name {name!r} is a bundled contract's name (results and reproduce lines name a "
+                         f"contract by it): choose another, e.g. --name my_{name}")
         return name
     attr = impl.rpartition(":")[2].rpartition(".")[2]
     snake = re.sub(r"[^a-z0-9_]+", "_", attr.lower()).strip("_")
-    return snake if re.fullmatch(r"[a-z][a-z0-9_]*", snake) else "layer"
+    snake = snake if re.fullmatch(r"[a-z][a-z0-9_]*", snake) else "layer"
+    return f"my_{snake}" if snake in bundled else snake
 
 
 # -- what the layer shows, in an executor ---------------------------------------------------------------------
@@ -411,7 +419,7 @@ def new(impl: str, inputs: list, framework: str | None = None, reference: str | 
         raise _usage(str(exc)) from None
     name = contract_name(impl, name)
     path = Path(output or Path("contracts") / f"{name}.yaml")
-    stub = None if reference else path.with_name(f"{name}_reference.py")
+    stub = None if reference else path.with_name(f"{path.stem}_reference.py")
     module = _stub_module(stub) if stub else None
     if reference is not None and ":" not in reference:
         raise _usage(f"--reference {reference!r}: expected MODULE:ATTR, e.g. otherpkg.layers:SwiGLU")
@@ -434,6 +442,9 @@ def new(impl: str, inputs: list, framework: str | None = None, reference: str | 
     try:
         load_contract(path)
     except ContractError as exc:
+        if reference and all(str(f).startswith("reference") for _, f, _ in exc.problems):
+            raise ScaffoldError(f"{path} is written, but this version's contract loader does not take `reference: "
+                                f"{{impl: ..., framework: ...}}` yet:\n{exc}", EXIT_CONTRACT) from None
         raise ScaffoldError(f"the drafted contract does not load (a fault of `new`, please report it):\n{exc}",
                             EXIT_CONTRACT) from None
     state_map = {s.name: s.path.replace("/", ".") for s in seen.slots if s.name != s.path}

@@ -138,6 +138,7 @@ def stub_module(name: str, impl: str, stub: str, seen, constructor: dict, inputs
                   f"shape {list(s.shape)} ({_flow(named_dims(s.shape, constructor))}), float64" for s in seen.slots]
     described += [f"    {k}: the constructor's argument ({_flow(v)} in the contract)" for k, v in constructor.items()]
     grads = seen.grad_inputs + seen.grad_slots
+    then = f", then vjp(g, {', '.join(args)}, ...)," if grads else ""
     out = [f'"""The numpy reference of the `{name}` contract, drafted by `python -m layer_conformance new` from',
            f"{impl} ({seen.framework}): the expected values every check compares the layer with.",
            "", "Fill in what raises NotImplementedError. Each function receives float64 numpy arrays: the inputs by",
@@ -146,8 +147,8 @@ def stub_module(name: str, impl: str, stub: str, seen, constructor: dict, inputs
            '"""', "import numpy as np", "", f"STUB = {stub!r}", "", "",
            f"def forward({_signature(args, slots, constructor)}):",
            f'    """The layer\'s output in float64: shape {list(seen.output_shape)} for the drawn input."""',
-           f'    raise NotImplementedError(f"fill in: forward({", ".join(args)}, ...) in {{STUB}}: the layer\'s '
-           f'output, computed in numpy (its docstring and the module\'s say what it receives)")']
+           f'    raise NotImplementedError(f"fill in: forward({", ".join(args)}, ...){then} in {{STUB}}: the '
+           f'layer\'s output, computed in numpy (its docstring and the module\'s say what it receives)")']
     if grads:
         returns = ", ".join(f'"{g}": ...' for g in grads)
         out += ["", "", f"def vjp({_signature(args, slots, constructor, first='g')}):",

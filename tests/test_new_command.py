@@ -1,0 +1,185 @@
+"""``python -m layer_conformance new``, played as a new user in a directory of their own: the command drafts a
+contract and a numpy reference stub from the layer; the stub, unfilled, stops the printed run with a contract error
+that says what is left to write; filled (the only edit), the printed run passes a correct layer and fails a
+mutant on its values."""
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from layer_conformance.contract import load_contract
+from layer_conformance.exitcodes import EXIT_CONTRACT, EXIT_FAILED, EXIT_USAGE
+from layer_conformance.frameworks import installed
+from tests.support import pytest_run, user_package
+
+LAYERS = '''
+import torch
+from torch import nn
+
+
+class SwiGLU(nn.Module):
+    """w2(silu(w1(x)) * w3(x)), each an nn.Linear without bias at its default (random) init."""
+    def __init__(self, d, h):
+        super().__init__()
+        self.w1, self.w3 = nn.Linear(d, h, bias=False), nn.Linear(d, h, bias=False)
+        self.w2 = nn.Linear(h, d, bias=False)
+
+    def forward(self, x):
+        return self.w2(nn.functional.silu(self.w1(x)) * self.w3(x))
+
+
+class SwiGLUGelu(SwiGLU):
+    """The mutant: gelu where silu belongs."""
+    def forward(self, x):
+        return self.w2(nn.functional.gelu(self.w1(x)) * self.w3(x))
+'''
+
+# the numpy SwiGLU the user writes into the stub: the slots arrive as the layer holds them, torch's [out, in]
+FILLED = '''
+def _sigmoid(a):
+    return 1.0 / (1.0 + np.exp(-a))
+
+
+def forward(x, *, w1, w3, w2, **_):
+    a = x @ w1.T
+    return (a * _sigmoid(a) * (x @ w3.T)) @ w2.T
+
+
+def vjp(g, x, *, w1, w3, w2, **_):
+    a, b = x @ w1.T, x @ w3.T
+    s = _sigmoid(a)
+    gu = g @ w2
+    ga, gb = gu * b * (s + a * s * (1 - s)), gu * a * s
+
+    def rows(t):
+        return t.reshape(-1, t.shape[-1])
+    return {"x": ga @ w1 + gb @ w3, "w1": rows(ga).T @ rows(x), "w3": rows(gb).T @ rows(x),
+            "w2": rows(g).T @ rows(a * s * b)}
+'''
+
+
+def new(cwd, *args, timeout=300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "layer_conformance", "new", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def printed_command(out: str) -> list:
+    """The command ``new`` printed to run the contract, as this interpreter runs it."""
+    line = out.split("run it with:\n", 1)[1].splitlines()[0]
+    words = shlex.split(line)
+    assert words[:3] == ["python", "-m", "pytest"], line
+    return words[3:]
+
+
+def fill(stub, body: str) -> None:
+    """The user's one edit: the stub's functions replaced by their own (the module's docstring and imports kept)."""
+    text = stub.read_text()
+    stub.write_text(text[:text.index("\ndef forward")] + "\n" + textwrap.dedent(body))
+
+
+@pytest.fixture(scope="module")
+def drafted(tmp_path_factory):
+    """A user's directory after ``new`` for the torch SwiGLU: (directory, new's output)."""
+    root = user_package(tmp_path_factory.mktemp("user"), LAYERS)
+    done = new(root, "--impl", "mypkg.layers:SwiGLU", "--input", "x: [4, 16]", "--arg", "d=16", "--arg", "h=32")
+    assert done.returncode == 0, done.stdout + done.stderr
+    return root, done.stdout
+
+
+def test_new_drafts_a_contract_that_loads(drafted):
+    root, out = drafted
+    # the bundled contracts have a swiglu: the default name steps aside from it
+    path, stub = root / "contracts" / "my_swiglu.yaml", root / "contracts" / "my_swiglu_reference.py"
+    assert path.exists() and stub.exists(), out
+    contract = load_contract(path)  # the harness's loader, without edits
+    assert contract.constructor == {"d": 16, "h": 32}
+    assert [c.name for c in contract.cases] == ["random", "scaled", "zeros"]
+    assert set(contract.trainable) == {"w1", "w2", "w3"} and not contract.non_trainable
+    assert all(spec.random is not None for spec in contract.trainable.values())  # nn.Linear's Kaiming start
+    text = path.read_text()
+    assert "w1: {shape: [h, d], dtype: float32, init: random}" in text and "w2: {shape: [d, h]" in text
+    assert "reference: {module: contracts.my_swiglu_reference}" in text
+    assert "dtypes: [float32, float64, bfloat16, float16]" in text
+    assert 'wrt: [x, w1, w3, w2]' in text
+    assert "w1.weight" in stub.read_text() and "[out_features, in_features]" in stub.read_text()
+    words = printed_command(out)
+    assert words[:6] == ["--contract", "contracts/my_swiglu.yaml", "--impl", "mypkg.layers:SwiGLU",
+                         "--framework", "torch"]
+    assert "--state-map" in words and "w1=w1.weight" in words
+
+
+def test_stub_unfilled_says_what_is_left_to_write(drafted, tmp_path):
+    root = shutil.copytree(drafted[0], tmp_path / "user")
+    run = pytest_run(*printed_command(drafted[1]), cwd=root)
+    out = run.stdout + run.stderr
+    assert run.returncode == EXIT_CONTRACT, out
+    assert "invalid contract" in out and "reference.forward" in out
+    assert re.search(r"NotImplementedError: fill in: forward\(x, \.\.\.\), then vjp\(g, x, \.\.\.\), in "
+                     r"contracts/my_swiglu_reference\.py", out), out
+    # a contract error before any check: no layer is blamed
+    assert "FAILED" not in out and "passed" not in out, out
+
+
+def test_filled_stub_passes_the_layer_and_fails_the_mutant(drafted, tmp_path):
+    root = shutil.copytree(drafted[0], tmp_path / "user")
+    fill(root / "contracts" / "my_swiglu_reference.py", FILLED)
+    words = printed_command(drafted[1])
+    run = pytest_run(*words, cwd=root)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    assert re.search(r"\d+ passed, 0 failed", run.stdout), run.stdout[-2000:]
+    mutant = [w.replace("mypkg.layers:SwiGLU", "mypkg.layers:SwiGLUGelu") for w in words]
+    run = pytest_run(*mutant, "--check", "values", cwd=root)
+    assert run.returncode == EXIT_FAILED, run.stdout[-4000:]
+    assert "my_swiglu[SwiGLUGelu-torch-cpu]::values failed: case 'random': mismatched elements" in run.stdout
+
+
+def test_a_required_argument_without_a_value_is_a_usage_error(tmp_path):
+    root = user_package(tmp_path, LAYERS)
+    done = new(root, "--impl", "mypkg.layers:SwiGLU", "--input", "x: [4, 16]", "--arg", "d=16")
+    assert done.returncode == EXIT_USAGE
+    assert "mypkg.layers:SwiGLU requires 'h' (no default): give it with --arg h=VALUE" in done.stderr
+    assert not (root / "contracts").exists()
+
+
+NNX_LAYERS = '''
+import jax
+from flax import nnx
+
+
+class SwiGLU(nnx.Module):
+    def __init__(self, d, rngs, h=32):
+        self.w1 = nnx.Linear(d, h, use_bias=False, rngs=rngs)
+        self.w3 = nnx.Linear(d, h, use_bias=False, rngs=rngs)
+        self.w2 = nnx.Linear(h, d, use_bias=False, rngs=rngs)
+        self.scale = nnx.Param(jax.numpy.ones((d,)))
+
+    def __call__(self, x):
+        return self.w2(jax.nn.silu(self.w1(x)) * self.w3(x)) * self.scale
+'''
+
+
+@pytest.mark.skipif(not installed("jax"), reason="jax is not installed")
+def test_new_reads_an_nnx_layer_without_importing_its_framework(tmp_path):
+    """Flax NNX: kernels by dotted path (w1.kernel), a gain of ones, the constructor's default h; and the command's
+    own process imports no framework (the layer runs in its executor only)."""
+    root = user_package(tmp_path, NNX_LAYERS)
+    code = ("import sys; from layer_conformance.cli import main; rc = main(sys.argv[1:]); "
+            "assert not {'jax', 'flax', 'torch', 'tensorflow'} & set(sys.modules), sorted(sys.modules); "
+            "sys.exit(rc)")
+    done = subprocess.run([sys.executable, "-c", code, "new", "--impl", "mypkg.layers:SwiGLU", "--input", "x: [4, 8]",
+                           "--arg", "d=8", "-o", "checks/nnx_swiglu.yaml"], cwd=root, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    contract = load_contract(root / "checks" / "nnx_swiglu.yaml")
+    assert contract.constructor == {"d": 8, "h": 32}
+    text = (root / "checks" / "nnx_swiglu.yaml").read_text()
+    assert "w1: {shape: [d, h], dtype: float32, init: random}   # the layer's w1.kernel" in text
+    assert "scale: {shape: [d], dtype: float32, init: ones}" in text
+    assert "Flax NNX holds a Linear's `kernel` as [in_features, out_features]" in \
+        (root / "checks" / "nnx_swiglu_reference.py").read_text()
+    words = printed_command(done.stdout)
+    assert words[words.index("--framework") + 1] == "jax" and "w1=w1.kernel" in words
