@@ -91,10 +91,11 @@ def _checked(ctx: CheckContext, check: str):
     names (blocked), or the check's own failure (its precision attributed where it runs per dtype)."""
     from .record import NotApplicable
     from .boundary import ExecutorLost
+    from .state_map import StateMapError
     try:
         return CHECKS[check](ctx)
     except (CheckFailed, Exception) as exc:
-        if isinstance(exc, (CheckSkipped, NotApplicable, ExecutorLost)) or _out_of_memory(exc) \
+        if isinstance(exc, (CheckSkipped, NotApplicable, ExecutorLost, StateMapError)) or _out_of_memory(exc) \
                 or getattr(exc, "origin", None) == "reference":
             raise
         missing = missing_dependency(exc)
@@ -112,9 +113,12 @@ def _checked(ctx: CheckContext, check: str):
 def _outcome_of(exc: BaseException, ctx: CheckContext, check: str, timeout: float) -> dict:
     """The record's verdict from what the check raised."""
     from .record import NotApplicable
+    from .state_map import StateMapError
     from .boundary import CheckTimeout, ExecutorLost, RemoteError
     if isinstance(exc, EnvironmentProblem):
         return dict(outcome="error", message=f"usage error: {exc}", usage_error=True)
+    if isinstance(exc, StateMapError):   # a state map's transforms that do not fit the variable: the binding's
+        return dict(outcome="error", message=f"usage error: state map: {exc}", usage_error=True)
     if isinstance(exc, CheckBlocked):
         return dict(outcome="blocked", message=exc.message, blocked_by=exc.by,
                     details=_jsonable({"symptom": exc.symptom, **({"blocked_in_own_dtype": True}

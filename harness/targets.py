@@ -128,15 +128,25 @@ def resolve_impl(spec: str):
 
 
 def parse_state_map(items, option="--state-map", example="gain=weight") -> dict:
+    """``SLOT=NAME`` pairs (a list of option values, or a bindings entry's mapping) -> {slot: name}; a state map's
+    name may carry a chain of transforms (``w=lin.weight|T``, layer_conformance.state_map), checked here."""
+    from .state_map import StateMapError, parse, split_items
     if isinstance(items, dict):  # a bindings entry's mapping form
-        return {str(k): "" if v is None else str(v) for k, v in items.items()}
-    out = {}
-    for item in items or []:
-        for pair in str(item).replace(",", " ").split():
-            if "=" not in pair:
-                raise UsageError(f"{option} {pair!r}: expected CONTRACT_NAME=LAYER_NAME, e.g. {example}")
-            slot, name = pair.split("=", 1)
-            out[slot.strip()] = name.strip()
+        out = {str(k): "" if v is None else str(v) for k, v in items.items()}
+    else:
+        out = {}
+        for item in items or []:
+            for pair in split_items(item):
+                if "=" not in pair:
+                    raise UsageError(f"{option} {pair!r}: expected CONTRACT_NAME=LAYER_NAME, e.g. {example}")
+                slot, name = pair.split("=", 1)
+                out[slot.strip()] = name.strip()
+    if option == "--state-map":
+        for slot, name in out.items():
+            try:
+                parse(name)
+            except StateMapError as exc:
+                raise UsageError(f"{option} {slot}={name}: {exc}") from None
     return out
 
 

@@ -10,6 +10,7 @@ from ..dtypes import is_floating, np_dtype
 from .. import inputs as inputs_mod
 from ..protocol import NotApplicablePart
 from ..record import NotApplicable
+from ..state_map import StateMapError, Held, parse as parse_held, shapes as held_shapes, slot_value, variable_value
 
 if TYPE_CHECKING:
     from ..boundary.remote import RemoteAdapter
@@ -120,7 +121,7 @@ class CheckContext:
             mapping = self.slot_map(layer, strict=strict)
             for slot, value in state.items():
                 if slot in mapping:
-                    self.adapter.assign(layer, mapping[slot], value)
+                    self.assign_slot(layer, mapping[slot], value)
         return layer
 
     def layer_at(self, state: dict):
@@ -136,7 +137,7 @@ class CheckContext:
         unset = [slot for slot in state if slot not in mapping]
         for slot, value in state.items():
             if slot in mapping:
-                self.adapter.assign(layer, mapping[slot], value)
+                self.assign_slot(layer, mapping[slot], value)
         if unset:
             init = inputs_mod.initial_state(self.contract)
             held.update({slot: init[slot] for slot in unset})
@@ -161,8 +162,8 @@ class CheckContext:
                 layer = self.seeded_layer()
                 state = {**self.adapter.non_trainable(layer), **self.adapter.trainable(layer)}
                 mapping = self.slot_map(layer)
-                self._own_initial = {s: np.asarray(self.adapter.numpy(state[mapping[s]])) for s in random
-                                     if s in mapping}
+                self._own_initial = {s: slot_value(mapping[s], np.asarray(self.adapter.numpy(state[mapping[s]])))
+                                     for s in random if s in mapping}
         return self._own_initial
 
     def test_state(self) -> dict[str, np.ndarray]:
@@ -205,7 +206,7 @@ class CheckContext:
         from ..boundary import Rebuild
         mapping = self.slot_map(like)
         return Rebuild(self.impl, self.constructor_args(), self.first_inputs(),
-                       {mapping[s]: v for s, v in state.items() if s in mapping})
+                       {str(mapping[s]): variable_value(mapping[s], v) for s, v in state.items() if s in mapping})
 
     def import_native(self, path: str):
         """A contract's native layer or function (``module.attr``), where the framework's own code runs:
@@ -227,9 +228,9 @@ class CheckContext:
     def slot_map(self, layer, strict=False) -> dict[str, str]:
         """Contract slot -> the framework's name for it.
 
-        By --state-map (a name, or its dotted path: ``w1.kernel`` for ``w1/kernel``), then by name (exact, or the
-        last dotted component), then by a unique shape. Unmatched slots are left out (strict=True raises
-        CheckFailed instead).
+        By --state-map (a name, or its dotted path: ``w1.kernel`` for ``w1/kernel``, with its chain of transforms:
+        the name is then a ``state_map.Held``), then by name (exact, or the last dotted component), then by a
+        unique shape. Unmatched slots are left out (strict=True raises CheckFailed instead).
         """
         state = {**self.adapter.non_trainable(layer), **self.adapter.trainable(layer)}
         shapes = {k: tuple(v.shape) for k, v in state.items()}
@@ -237,12 +238,9 @@ class CheckContext:
         out: dict[str, str] = {}
         for slot, spec in slots.items():
             if slot in self.state_map:
-                # a dotted path names a variable a framework names by '/' too (w1.kernel: 'w1/kernel')
-                dotted = self.state_map[slot].replace("/", ".")
-                named = [k for k in state if k == self.state_map[slot]] or \
-                    [k for k in state if k.replace("/", ".") == dotted]
-                if len(named) == 1:
-                    out[slot] = named[0]
+                named = held_variable(self.state_map[slot], shapes, f"--state-map {slot}")
+                if named is not None:
+                    out[slot] = named
                 continue
             if slot in state:
                 out[slot] = slot
@@ -259,10 +257,16 @@ class CheckContext:
             from .mistakes import state_map_hint
             missing = [s for s in slots if s not in out]
             if missing:
+                free = {k: shapes[k] for k in state if k not in out.values()}
+                wants = {s: self.contract.shape(slots[s].shape) for s in missing}
                 raise CheckFailed(f"cannot find state slot(s) {', '.join(map(repr, missing))} in the layer "
-                                  f"(its state: {sorted(state) or 'empty'}); "
-                                  f"{state_map_hint(missing, [k for k in state if k not in out.values()])}")
+                                  f"(its state: {sorted(state) or 'empty'}); {state_map_hint(missing, free, wants)}")
         return out
+
+    def assign_slot(self, layer, name, value):
+        """Set the variable ``name`` (a slot map's) to a slot's ``value``, through its chain's inverse."""
+        from ..state_map import variable_value
+        self.adapter.assign(layer, str(name), variable_value(name, value))
 
     def tolerance(self, check: str, dtype: str):
         from ..tolerances import tolerance
@@ -278,6 +282,25 @@ class CheckContext:
             return want
         floats = [a for a in inputs if is_floating(a.dtype)]
         return str((floats or inputs)[0].dtype)
+
+
+def held_variable(entry: str, shapes: dict, where: str):
+    """The variable a state map entry (``path`` or ``path|chain``, ``state_map``) names among ``shapes`` ({name:
+    shape}), as a ``Held`` where it has a chain; None where no one variable has that name. A dotted path names a
+    variable a framework names by '/' too (w1.kernel: 'w1/kernel'). A chain that does not fit the variable's shape
+    raises StateMapError (a usage error, not the layer's)."""
+    path, steps = parse_held(entry)
+    dotted = path.replace("/", ".")
+    named = [k for k in shapes if k == path] or [k for k in shapes if k.replace("/", ".") == dotted]
+    if len(named) != 1:
+        return None
+    if not steps:
+        return named[0]
+    try:
+        held_shapes(steps, shapes[named[0]])
+    except StateMapError as exc:
+        raise StateMapError(f"{where}={entry}: {named[0]!r} has shape {list(shapes[named[0]])}, and {exc}") from None
+    return Held(named[0], steps, shapes[named[0]])
 
 
 from ..errors import unexpected_error  # noqa: E402,F401  (re-exported for the checks)

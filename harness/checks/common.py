@@ -35,6 +35,22 @@ def import_native(ctx, path: str):
                           f"{exc}") from None
 
 
+def set_native_state(ctx, native, spec, state: dict):
+    """The contract's native layer at ``state``: each slot through ``spec.state`` (the contract's ``native.<fw>.
+    state``, a state map: ``gain: weight``, or with transforms, ``w: weight|T``). A name the native layer lacks
+    fails the check (the framework installed decides it); a chain that does not fit is a StateMapError."""
+    from .base import held_variable
+    variables = {**ctx.adapter.trainable(native), **ctx.adapter.non_trainable(native)}
+    shapes = {k: tuple(v.shape) for k, v in variables.items()}
+    where = f"native.{ctx.adapter.name}.state"
+    for slot, entry in spec.state.items():
+        name = held_variable(entry, shapes, f"{where}: {slot}")
+        if name is None:
+            raise CheckFailed(f"native {spec.class_path} has no state {entry.split('|')[0]!r} for slot {slot!r} "
+                              f"(it has {sorted(variables)})")
+        ctx.assign_slot(native, name, state[slot])
+
+
 def untracked_for(untracked: dict, slot: str, shape) -> list[str]:
     """Untracked attributes that look like ``slot``: same name first, else same shape."""
     by_name = [p for p in untracked if p.split(".")[-1].split("[")[0] == slot]

@@ -44,7 +44,7 @@ def _refuses_altered_state(ctx, problems, details):
                           f"{unexpected_error(exc)}") from exc
     names = set(adapter.serialized_state(full))
     mapping = ctx.slot_map(full)
-    dropped = sorted((slot, name) for slot, name in mapping.items() if name in names)
+    dropped = sorted((slot, str(name)) for slot, name in mapping.items() if name in names)
     trials = [(f"a saved state without slot {slot!r}" + (f" ({name!r})" if name != slot else ""), "missing",
                {"drop": name}) for slot, name in dropped]
     trials.append((f"a saved state with an extra entry {_EXTRA!r}", "unexpected", {"add": _EXTRA}))
@@ -86,7 +86,7 @@ def check_strict_loading(ctx):
     full = ctx.new_layer(ctx.test_state())
     small = variant()
     mapping = ctx.slot_map(full, strict=True)
-    optional = sorted(mapping[s] for s in spec.slots)
+    optional = sorted(str(mapping[s]) for s in spec.slots)
     full_names, small_names = set(adapter.serialized_state(full)), set(adapter.serialized_state(small))
     grown, lost = sorted(full_names - small_names), sorted(small_names - full_names)
     details.update(optional=optional, grows_by=grown)

@@ -450,19 +450,15 @@ def hint(hint_id: str, framework: str | None = None, **values) -> str:
     return HINTS[hint_id].render(framework, **values)
 
 
-def state_map_hint(slots, names) -> str:
-    """``state_map``'s text with the mapping written out: for each slot that exactly one of the layer's state
-    ``names`` holds as a component of its dotted name (slot 'w1', name 'w1.weight'; 'w1/kernel' is written
-    'w1.kernel'), ``SLOT=NAME`` filled in; the others stay ``SLOT=NAME``."""
-    import re
-    generic = hint("state_map")
-    pairs = []
-    for slot in slots:
-        found = [n for n in names if slot in re.split(r"[./:\[\]]", str(n))]
-        pairs.append(f"--state-map {slot}={str(found[0]).replace('/', '.')}" if len(found) == 1 else None)
+def state_map_hint(slots, names, wants: dict | None = None) -> str:
+    """``state_map``'s text with the mapping written out (``state_map.proposed``: by a component of a dotted name,
+    or with ``names`` {name: shape} and ``wants`` {slot: shape} by a shape held with its axes reversed, ``|T``); the
+    slots it cannot tell stay ``SLOT=NAME``."""
+    from ..state_map import proposed
+    pairs = [proposed(slot, names, wants) for slot in slots]
     if not any(pairs):
-        return generic
-    return "use " + " ".join(p or f"--state-map {slot}=NAME" for p, slot in zip(pairs, slots))
+        return hint("state_map")
+    return "use " + " ".join(f"--state-map {slot}={p or 'NAME'}" for p, slot in zip(pairs, slots))
 
 
 # --- known mistakes, recognized by the shape of the error (``values``) --------------------------------

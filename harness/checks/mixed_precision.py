@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..compare import describe_mismatch
+from ..state_map import variable_value
 from .base import CheckFailed, CheckSkipped, unexpected_error
 from ..protocol.precision import MixedPrecisionPolicy, MixedPrecisionRun
 from .mistakes import Findings, hint
@@ -69,8 +70,8 @@ def check_mixed_precision(ctx):
     layer, held, _ = ctx.layer_at(state)
     want = ctx.output_numpy(ctx.run(layer, inputs))
     mapping = ctx.slot_map(layer) if layer is not None else {}
-    assign = {mapping[s]: np.asarray(v) for s, v in held.items() if s in mapping}
-    declared = {mapping[s]: slot.dtype for s, slot in {**contract.trainable, **contract.non_trainable}.items()
+    assign = {str(mapping[s]): variable_value(mapping[s], np.asarray(v)) for s, v in held.items() if s in mapping}
+    declared = {str(mapping[s]): slot.dtype for s, slot in {**contract.trainable, **contract.non_trainable}.items()
                 if s in mapping}
     rng = inputs_mod.rng_for(ctx.seed, contract.name, "mixed_precision")
     cotangent = rng.standard_normal(want.shape) if wrt or (differentiate and layer is not None) else None

@@ -26,7 +26,7 @@ import numpy as np
 from ..compare import describe_mismatch, relative_error
 from ..dtypes import HALF, is_floating, np_dtype
 from ..tolerances import finfo, spacing
-from .common import import_native, reference_forward
+from .common import import_native, reference_forward, set_native_state
 from .mistakes import accumulated_low, hint
 
 WIDER = {"float16": "float32", "bfloat16": "float32", "float32": "float64"}
@@ -62,8 +62,7 @@ def _native_outputs(ctx, inputs_per_case, state):
     cls = import_native(ctx, spec.class_path)
     args = {k: ctx.contract.resolve_arg(v) for k, v in spec.args.items()}
     native = ctx.in_dtype(ctx.adapter.build(ctx.adapter.construct_native(cls, args), ctx.build_inputs()))
-    for slot, name in spec.state.items():
-        ctx.adapter.assign(native, name, state[slot])
+    set_native_state(ctx, native, spec, state)
     return spec.class_path, [ctx.adapter.numpy(ctx.adapter.call(native, inputs)) for inputs in inputs_per_case]
 
 

@@ -9,13 +9,21 @@ from ..dtypes import np_dtype
 from .base import CheckBlocked, CheckFailed
 from .common import untracked_for
 from .mistakes import state_map_hint, Findings, hint
+from ..state_map import chain_text, slot_value
 
 
-def _shape_dtype_problems(ctx, slot, spec, value) -> list[str]:
+def _shape_dtype_problems(ctx, slot, spec, value, name=None) -> list[str]:
+    """``value``'s shape (through ``name``'s chain of transforms, where the state map gives one) and dtype against
+    the slot's."""
     problems = []
     want_shape = ctx.contract.shape(spec.shape)
-    if tuple(value.shape) != want_shape:
-        problems.append(f"slot {slot!r} has shape {list(value.shape)}, expected {list(want_shape)}")
+    shape = tuple(getattr(name, "slot_shape", None) or value.shape)
+    if shape != want_shape:
+        flip = ""
+        if len(shape) > 1 and shape[::-1] == want_shape and name is not None:
+            flip = f": the layer holds it with its axes reversed; use --state-map {slot}={str(name).replace('/', '.')}"
+            flip += chain_text(getattr(name, "steps", ())) + "|T"
+        problems.append(f"slot {slot!r} has shape {list(shape)}, expected {list(want_shape)}{flip}")
     got_dtype = ctx.adapter.dtype_name(value)
     if got_dtype != spec.dtype:
         problems.append(f"slot {slot!r} has dtype {got_dtype}, expected {spec.dtype}")
@@ -69,7 +77,9 @@ def _second_build(ctx, state_of) -> dict:
     matched anew: a framework may name a rebuilt sublayer's variables otherwise (dense, then dense_1...)."""
     layer = ctx.seeded_layer()
     state = state_of(layer)
-    return {slot: state[name] for slot, name in ctx.slot_map(layer).items() if name in state}
+    return {slot: slot_value(name, np.asarray(state[name]) if isinstance(state[name], np.ndarray)
+                             else ctx.adapter.numpy(state[name]))
+            for slot, name in ctx.slot_map(layer).items() if name in state}
 
 
 def _untracked_hint(adapter, untracked, loose, slot, shape) -> str:
@@ -111,17 +121,18 @@ def check_parameters(ctx):
                 problems.append(f"trainable slot {slot!r} (shape {list(shape)}) is missing from the trainable set "
                                 f"{sorted(trainable) or '(empty)'}")
                 # registered under a name that neither its own nor a unique shape tells: only the user can say
-                if any(tuple(v.shape) == shape and n not in mapping.values() for n, v in trainable.items()):
+                free = {n: tuple(v.shape) for n, v in trainable.items() if n not in mapping.values()}
+                if any(s == shape or (len(s) > 1 and s[::-1] == shape) for s in free.values()):
                     problems.say(f"if one of the trainable names holds a slot the contract names, "
-                                 f"{state_map_hint([slot], [n for n in trainable if n not in mapping.values()])}")
+                                 f"{state_map_hint([slot], free, {slot: shape})}")
             continue
         value = trainable[name]
-        problems += _shape_dtype_problems(ctx, slot, spec, value)
+        problems += _shape_dtype_problems(ctx, slot, spec, value, name)
         if not problems and spec.random is not None:
-            problems += _random_problems(slot, spec, adapter.numpy(value),
-                                         adapter.numpy(again[slot]) if slot in again else NOT_FOUND)
+            problems += _random_problems(slot, spec, slot_value(name, adapter.numpy(value)),
+                                         again.get(slot, NOT_FOUND))
         elif not problems:
-            got = adapter.numpy(value)
+            got = slot_value(name, adapter.numpy(value))
             if not np.array_equal(got, init[slot]):
                 problems.append(f"trainable slot {slot!r} starts at {_values(got)}, expected {_values(init[slot])} "
                                 f"(init: {contract.trainable[slot].init!r})")
@@ -188,14 +199,15 @@ def check_buffers(ctx):
                          hint('register_buffer', adapter.name))
             continue
         present.append((slot, name))
-        problems += _shape_dtype_problems(ctx, slot, spec, non_trainable[name])
+        problems += _shape_dtype_problems(ctx, slot, spec, non_trainable[name], name)
         if name not in saved:
             why = hint("not_persistent", adapter.name)
             problems.append(f"non-trainable slot {slot!r} ({name!r}) is not in the saved state"
                             + (f": {why}" if why else ""))
         elif spec.random is not None:
-            problems += _random_problems(slot, spec, saved[name], again.get(slot, NOT_FOUND))
-        elif not np.array_equal(held := np.asarray(saved[name]).astype(np_dtype(spec.dtype)), init[slot]):
+            problems += _random_problems(slot, spec, slot_value(name, saved[name]), again.get(slot, NOT_FOUND))
+        elif not np.array_equal(held := slot_value(name, np.asarray(saved[name]).astype(np_dtype(spec.dtype))),
+                                init[slot]):
             problems.append(f"non-trainable slot {slot!r} does not hold its initial value: it starts at "
                             f"{_values(held)}, expected {_values(init[slot])} (init: {spec.init!r})")
     if present and not ctx.is_function:

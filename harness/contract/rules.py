@@ -284,9 +284,11 @@ def _rules_native(r: _Rules):
         for key, v in _map(nat.get("args")).items():
             if isinstance(v, str) and v.startswith("$") and v[1:] not in r.ctor:
                 r.bad(("native", fw, "args", key), f"{v!r} names no constructor argument")
-        for slot in _map(nat.get("state")):
+        for slot, entry in _map(nat.get("state")).items():
             if slot not in r.slots:
                 r.bad(("native", fw, "state", slot), f"{slot!r} is not a state slot of this contract")
+            elif (why := _state_map_problem(entry)) is not None:
+                r.bad(("native", fw, "state", slot), why)
         cls = nat.get("class")
         if isinstance(cls, str):
             top, dot, _ = cls.partition(".")
@@ -294,6 +296,16 @@ def _rules_native(r: _Rules):
                 r.bad(("native", fw, "class"), f"{cls!r} is not a dotted module.Class path")
             elif fw in FRAMEWORKS and installed(fw) and not _findable(top):
                 r.bad(("native", fw, "class"), f"{cls!r}: no module {top!r} here, although {fw} is installed")
+
+
+def _state_map_problem(entry) -> str | None:
+    """Why a state map entry (``name`` or ``name|T|reshape(8,8)``, layer_conformance.state_map) cannot be read."""
+    from ..state_map import StateMapError, parse
+    try:
+        parse(str(entry))
+    except StateMapError as exc:
+        return str(exc)
+    return None
 
 
 def _rules_native_gradients(r: _Rules):
