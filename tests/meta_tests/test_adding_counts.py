@@ -49,6 +49,8 @@ NAMES_OTHER_CHECKS = {
     "binding.py": ({"parameters"}, "a word of a message"),
     "boundary/session.py": ({"native"}, "the executor for native layers"),
     "reference_check.py": ({"properties", "second_order"}, "contract sections of the same names"),
+    "scaffold.py": ({"values", "gradients"}, "`new` measures the tolerances these comparisons need"),
+    "scaffold_text.py": ({"values", "gradients"}, "`new` writes those tolerances under the checks' ids"),
 }
 
 
