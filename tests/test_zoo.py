@@ -140,6 +140,21 @@ def test_torch_group_norm_kernel_is_caught_on_channels_last_and_in_bfloat16(sess
     assert "gradient for slot 'gain' (case 'edge_examples')" in grads["message"], grads["message"]
 
 
+@torch_only
+def test_llama_rotary_cast_to_float16_rounds_its_inv_freq(sessions):
+    """transformers' LlamaRotaryEmbedding holds inv_freq in a floating buffer and upcasts it to float32 in forward:
+    cast with .to(torch.float16) (model.half()), the module rounds the buffer itself to float16 (2^-11 relatively)
+    and the position multiplies that rounding: rotary's long_sequence is 8.9e-3 off at position 54, where the same
+    code with a float32 inv_freq is 1.8e-3 off (the contract's float16 atol is 3.9e-3; transformers 5.24, torch 2.13
+    on CPU). In bfloat16 it passes: 2.6e-2 against the 3.1e-2 that products rounded to bfloat16 need. A real
+    finding, so the rotary binding leaves float16 out."""
+    c, impl = _contract("rotary"), "tests.zoo.third_party_torch:LlamaRotary"
+    rec = run_check(context_for(c, impl, "torch", session=sessions("torch"), dtype="float16"), "values")
+    assert rec["outcome"] == "failed", rec
+    assert "case 'long_sequence': mismatched elements" in rec["message"], rec["message"]
+    assert "case 'random'" not in rec["message"], rec["message"]  # 8 positions: too few to multiply it past atol
+
+
 # --- third-party implementations ------------------------------------------------------------------
 
 THIRD_PARTY = ROOT / "tests" / "zoo" / "bindings.yaml"

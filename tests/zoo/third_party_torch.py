@@ -1,5 +1,6 @@
 """Third-party PyTorch code bound to the bundled contracts the way a user binds their own: a
 one-line factory where the constructor's argument names differ from the contract's."""
+import torch
 import torch.nn.functional as F
 from transformers.models.llama.modeling_llama import LlamaRMSNorm
 
@@ -39,3 +40,23 @@ def emu3_groupnorm(groups, channels, eps):
     quant_states argument), under the contract's groups, channels, eps."""
     from transformers.models.emu3.modeling_emu3 import Emu3VQVAEGroupNorm
     return Emu3VQVAEGroupNorm(num_groups=groups, num_channels=channels, eps=eps)
+
+
+class LlamaRotary(torch.nn.Module):
+    """transformers' LlamaRotaryEmbedding (inv_freq a non-persistent float32 buffer, cos and sin computed in float32
+    and cast to the input's dtype) and apply_rotary_pos_emb (rotate_half pairing, products in the input's dtype),
+    under the contract's head_dim, base and X [batch, heads, seq, head_dim], positions 0..seq-1."""
+
+    def __init__(self, head_dim, base):
+        super().__init__()
+        from transformers import LlamaConfig
+        from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+        config = LlamaConfig(hidden_size=head_dim, num_attention_heads=1, head_dim=head_dim, rope_theta=base)
+        self.rope = LlamaRotaryEmbedding(config)
+
+    def forward(self, X):
+        from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+        cos, sin = self.rope(X, torch.arange(X.shape[-2], device=X.device)[None])  # [1, seq, head_dim]
+        # cos[0] unsqueezed at 0 broadcasts over every leading axis (a vmapped example has no batch axis)
+        rotated, _ = apply_rotary_pos_emb(X, X, cos[0], sin[0], unsqueeze_dim=0)
+        return rotated
