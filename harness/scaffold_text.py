@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import keyword
 
+from .dtypes import HALF
+
 # how each framework holds a dense layer's matrix, for the stub's docstring
 HELD_AS = {
     "torch": "torch holds an nn.Linear's `weight` as [out_features, in_features]: the layer computes x @ weight.T",
@@ -46,9 +48,10 @@ def _input(shape, dtype, constructor, **draw) -> dict:
     return {"shape": named_dims(shape, constructor, skip=1), "dtype": dtype, **draw}
 
 
+SCALED = "scaled"  # the case whose 16-bit sums are the dtype's rounding more than the layer's: 32 and 64 bits only
 CASES = (
     ("random", None, {"draw": "normal"}),
-    ("scaled", "inputs ten times larger: a layer that mishandles scale (an overflow, a wrong eps) shows here",
+    (SCALED, "inputs ten times larger: a layer that mishandles scale (an overflow, a wrong eps) shows here",
      {"draw": "normal", "scale": 10.0}),
     ("zeros", "an input of zeros: the edge where a division or a normalisation breaks first", {"draw": "zeros"}),
 )
@@ -73,6 +76,10 @@ def contract_yaml(name: str, impl: str, seen, constructor: dict, inputs: dict, r
         lines.append(f"  - name: {case}")
         if description:
             lines.append(f"    description: {_flow(description)}")
+        wide = [d for d in seen.dtypes if d in ("float32", "float64")]
+        if case == SCALED and wide and len(wide) < len(seen.dtypes):
+            lines.append(f"    dtypes: {_flow(wide)}   # 16-bit sums of terms this large round by more than the "
+                         f"layer's own error")
         lines.append("    inputs:")
         for arg, (shape, dtype) in inputs.items():
             lines.append(f"      {arg}: {_flow(_input(shape, dtype, constructor, **draw))}")
@@ -87,18 +94,28 @@ def contract_yaml(name: str, impl: str, seen, constructor: dict, inputs: dict, r
 
 
 def _tolerances(seen) -> list:
-    """The atols the layer's own rounding asks for (scaffold._gaps), where the default table's are smaller."""
+    """The atols the layer's own rounding asks for (scaffold._gaps), where the default table's are smaller: in 32 and
+    64 bits for every check (compiled, batching and the others compare sums taken in another order too), the larger
+    of the values' and the gradients'; in 16 bits per comparison, whose default tables differ."""
     from .tolerances import default
     if not seen.gaps:
         return []
     lines = ["tolerances:",
              "  # measured, not derived: the layer's own run in each dtype against its float64 run (state and inputs",
-             "  # rounded alike), three draws at input scales 1 and 10, eight times the largest gap beyond the default",
-             "  # rtol, where the default table's atol is smaller. Review them: they allow what the layer does now.",
-             "  checks:"]
-    for check in ("values", "gradients"):
-        entries = {dtype: {"rtol": default(check, dtype)[0], "atol": atol}
-                   for (c, dtype), atol in sorted(seen.gaps.items()) if c == check}
+             "  # rounded alike), three draws as each case draws, eight times the largest gap beyond the default",
+             "  # rtol, where the default table's atol is smaller. Review them: they allow what the layer does now."]
+    wide = {}
+    for (check, dtype), atol in sorted(seen.gaps.items()):
+        if dtype not in HALF:
+            wide[dtype] = {"rtol": default(check, dtype)[0], "atol": max(atol, wide.get(dtype, {}).get("atol", 0.0))}
+    if wide:
+        lines += ["  default:"] + [f"    {dtype}: {_flow(entry)}" for dtype, entry in wide.items()]
+    per_check = [(check, {dtype: {"rtol": default(check, dtype)[0], "atol": atol}
+                          for (c, dtype), atol in sorted(seen.gaps.items()) if c == check and dtype in HALF})
+                 for check in ("values", "gradients")]
+    if any(entries for _, entries in per_check):
+        lines.append("  checks:")
+    for check, entries in per_check:
         if entries:
             lines.append(f"    {check}:")
             lines += [f"      {dtype}: {_flow(entry)}" for dtype, entry in entries.items()]

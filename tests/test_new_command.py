@@ -183,3 +183,69 @@ def test_new_reads_an_nnx_layer_without_importing_its_framework(tmp_path):
         (root / "checks" / "nnx_swiglu_reference.py").read_text()
     words = printed_command(done.stdout)
     assert words[words.index("--framework") + 1] == "jax" and "w1=w1.kernel" in words
+
+
+KERAS_LAYERS = '''
+import keras
+
+
+class GatedMLP(keras.layers.Layer):
+    """The same SwiGLU in Keras, its Dense sublayers named as their attributes: 'w1/kernel'... each [in, out]."""
+    def __init__(self, d, h=32, **kwargs):
+        super().__init__(**kwargs)
+        self.d, self.h = d, h
+        self.w1 = keras.layers.Dense(h, use_bias=False, name="w1")
+        self.w3 = keras.layers.Dense(h, use_bias=False, name="w3")
+        self.w2 = keras.layers.Dense(d, use_bias=False, name="w2")
+
+    def build(self, input_shape):
+        self.w1.build(input_shape)
+        self.w3.build(input_shape)
+        self.w2.build(tuple(input_shape[:-1]) + (self.h,))
+
+    def call(self, x):
+        return self.w2(keras.ops.silu(self.w1(x)) * self.w3(x))
+
+    def get_config(self):
+        return {**super().get_config(), "d": self.d, "h": self.h}
+'''
+
+# the same numpy SwiGLU for kernels held [in, out] (x @ kernel), as the stub's docstring says Keras holds them
+FILLED_KERNELS = '''
+def _sigmoid(a):
+    return 1.0 / (1.0 + np.exp(-a))
+
+
+def forward(x, *, w1, w3, w2, **_):
+    a = x @ w1
+    return (a * _sigmoid(a) * (x @ w3)) @ w2
+
+
+def vjp(g, x, *, w1, w3, w2, **_):
+    a, b = x @ w1, x @ w3
+    s = _sigmoid(a)
+    gu = g @ w2.T
+    ga, gb = gu * b * (s + a * s * (1 - s)), gu * a * s
+
+    def rows(t):
+        return t.reshape(-1, t.shape[-1])
+    return {"x": ga @ w1.T + gb @ w3.T, "w1": rows(x).T @ rows(ga), "w3": rows(x).T @ rows(gb),
+            "w2": rows(a * s * b).T @ rows(g)}
+'''
+
+
+@pytest.mark.skipif(not installed("tensorflow"), reason="tensorflow is not installed")
+def test_a_keras_layer_from_new_to_green(tmp_path):
+    """Keras: the framework detected, 'w1/kernel' mapped as w1=w1.kernel, the stub filled: the printed run passes."""
+    root = user_package(tmp_path, KERAS_LAYERS)
+    done = new(root, "--impl", "mypkg.layers:GatedMLP", "--input", "x: [4, 16]", "--arg", "d=16")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "# the layer's w1/kernel" in (root / "contracts" / "gatedmlp.yaml").read_text()
+    assert "Keras holds a Dense's `kernel` as [input_dim, units]" in \
+        (root / "contracts" / "gatedmlp_reference.py").read_text()
+    fill(root / "contracts" / "gatedmlp_reference.py", FILLED_KERNELS)
+    words = printed_command(done.stdout)
+    assert words[words.index("--framework") + 1] == "tensorflow" and "w1=w1.kernel" in words
+    run = pytest_run(*words, cwd=root)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    assert re.search(r"\d+ passed, 0 failed", run.stdout), run.stdout[-2000:]
