@@ -60,3 +60,36 @@ class LlamaRotary(torch.nn.Module):
         # cos[0] unsqueezed at 0 broadcasts over every leading axis (a vmapped example has no batch axis)
         rotated, _ = apply_rotary_pos_emb(X, X, cos[0], sin[0], unsqueeze_dim=0)
         return rotated
+
+
+class LlamaCausalAttention(torch.nn.Module):
+    """transformers' LlamaAttention (q_proj, k_proj, v_proj, o_proj: nn.Linear without bias, [out, in]; eager
+    attention, softmax in float32 cast back to the input's dtype) under the contract's d, heads, max_len. What a
+    decoder hands it, this wrapper holds: the rotary embedding at the identity (cos 1, sin 0: the contract has no
+    positions) and the causal mask, a bool buffer [max_len, max_len] turned into the additive -inf mask per call.
+    LlamaAttention needs its batch axis: a vmapped example [T, d] is given one."""
+
+    def __init__(self, d, heads, max_len):
+        super().__init__()
+        from transformers import LlamaConfig
+        from transformers.models.llama.modeling_llama import LlamaAttention
+        config = LlamaConfig(hidden_size=d, num_attention_heads=heads, num_key_value_heads=heads,
+                             head_dim=d // heads, attention_bias=False, attention_dropout=0.0,
+                             attn_implementation="eager")
+        self.attn = LlamaAttention(config, layer_idx=0)
+        self.register_buffer("mask", torch.empty(max_len, max_len, dtype=torch.bool))
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        # the mask's fill (nn.Linear's reset_parameters draws the projections): a build on meta can be initialised
+        with torch.no_grad():
+            self.mask.copy_(torch.triu(torch.ones_like(self.mask), 1))
+
+    def forward(self, X):
+        batched = X if X.dim() == 3 else X[None]
+        B, T, _ = batched.shape
+        head_dim = self.attn.head_dim
+        identity = (batched.new_ones(B, T, head_dim), batched.new_zeros(B, T, head_dim))
+        additive = batched.new_zeros(T, T).masked_fill(self.mask[:T, :T], float("-inf"))[None, None]
+        out, _ = self.attn(batched, position_embeddings=identity, attention_mask=additive)
+        return out if X.dim() == 3 else out[0]
