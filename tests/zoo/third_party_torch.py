@@ -93,3 +93,13 @@ class LlamaCausalAttention(torch.nn.Module):
         additive = batched.new_zeros(T, T).masked_fill(self.mask[:T, :T], float("-inf"))[None, None]
         out, _ = self.attn(batched, position_embeddings=identity, attention_mask=additive)
         return out if X.dim() == 3 else out[0]
+
+
+def llama_mlp(d, hidden):
+    """transformers' LlamaMLP (gate_proj, up_proj, down_proj: nn.Linear without bias, [out, in]; down_proj(silu(
+    gate_proj(x)) * up_proj(x))) under the contract's d, hidden. One attention head: the config refuses a hidden
+    size that its default 32 heads do not divide, and the MLP does not read it."""
+    from transformers import LlamaConfig
+    from transformers.models.llama.modeling_llama import LlamaMLP
+    return LlamaMLP(LlamaConfig(hidden_size=d, intermediate_size=hidden, hidden_act="silu", mlp_bias=False,
+                                num_attention_heads=1, num_key_value_heads=1))
