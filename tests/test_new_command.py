@@ -249,3 +249,19 @@ def test_a_keras_layer_from_new_to_green(tmp_path):
     run = pytest_run(*words, cwd=root)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     assert re.search(r"\d+ passed, 0 failed", run.stdout), run.stdout[-2000:]
+
+
+def test_reference_another_implementation_writes_no_stub(tmp_path):
+    """--reference: the contract compares with another implementation (`reference: {impl, framework}`), no stub is
+    written; where this version's loader does not take that form yet, new says so (exit 3), naming the file."""
+    root = user_package(tmp_path, LAYERS)
+    done = new(root, "--impl", "mypkg.layers:SwiGLU", "--input", "x: [4, 16]", "--arg", "d=16", "--arg", "h=32",
+               "--reference", "mypkg.layers:SwiGLUGelu", "--name", "swiglu_vs")
+    text = (root / "contracts" / "swiglu_vs.yaml").read_text()
+    assert 'reference: {impl: "mypkg.layers:SwiGLUGelu", framework: torch}' in text
+    assert not list((root / "contracts").glob("*.py"))
+    if done.returncode == EXIT_CONTRACT:
+        assert "does not take `reference: {impl: ..., framework: ...}` yet" in done.stderr, done.stderr
+    else:
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "--impl mypkg.layers:SwiGLU" in done.stdout
