@@ -47,6 +47,10 @@ class CheckSpec:
     # it compares derivatives, so the gradients' tolerance table judges it (``tolerances.GRADIENTS``); the
     # others are judged by the values' table
     gradient_tolerances: bool = False
+    # where the contract states no tolerance for it in a dtype below float64, a comparison with the float64
+    # reference that fails the table may be within k times the reference's own error in that dtype
+    # (``tolerances.reference_error_factor``)
+    reference_error: bool = False
     # the closed list of reasons (``NA_REASONS``' codes) for which it may come to n/a beyond the contract's keys,
     # which every check accepts; an n/a for any other reason is a failure of the check
     not_applicable: tuple[str, ...] = ()
@@ -215,13 +219,13 @@ CATALOG: tuple[CheckSpec, ...] = (
     CheckSpec("device_parity", "registration", needs=("devices", "move", "vjp"), device_column=True,
               prerequisites=("modes", "values"),
               contract_na=_NO_GRADIENT),
-    CheckSpec("values", "numerics", per_dtype=True, prerequisites=("modes",),
+    CheckSpec("values", "numerics", per_dtype=True, prerequisites=("modes",), reference_error=True,
               blocks_because="the outputs already differ from the reference",
               not_applicable=_IN_DTYPE),
     CheckSpec("native", "numerics", per_dtype=True, prerequisites=("modes", "values"),
               not_applicable=_IN_DTYPE,
               contract_na=_native),
-    CheckSpec("gradients", "numerics", needs=("vjp",), per_dtype=True, gradient_tolerances=True,
+    CheckSpec("gradients", "numerics", needs=("vjp",), per_dtype=True, gradient_tolerances=True, reference_error=True,
               prerequisites=("modes", "values"), blocks_because="the first derivatives are already wrong",
               not_applicable=_IN_DTYPE,
               contract_na=_NO_GRADIENT),
@@ -301,6 +305,7 @@ PREREQUISITES = {c.id: c.prerequisites for c in CATALOG if c.prerequisites}
 BLOCKING_REASONS = {c.id: c.blocks_because for c in CATALOG if c.blocks_because}
 DEVICE_CHECKS = tuple(c.id for c in CATALOG if c.device_column)
 GRADIENT_TOLERANCE_CHECKS = tuple(c.id for c in CATALOG if c.gradient_tolerances)
+REFERENCE_ERROR_CHECKS = tuple(c.id for c in CATALOG if c.reference_error)
 
 
 def spec_of(check: str) -> CheckSpec | None:

@@ -27,11 +27,12 @@ def dtype_problem(got: str, expected: str, what: str, given: str | None = None) 
             + (f" (the output is {got} for {given or expected} inputs: the layer {moved} it)" if moved else ""))
 
 
-def describe_mismatch(actual, expected, rtol, atol, what="values", ulps=None) -> str | None:
+def describe_mismatch(actual, expected, rtol, atol, what="values", ulps=None, own=None) -> str | None:
     """None when close; else a message with count, largest error, where, and the tolerance.
 
     A 16-bit ``actual`` is also allowed ``ulps`` units in the last place of its dtype (default: the
-    table's, ``layer_conformance.tolerances.ULPS``); whichever bound is larger applies."""
+    table's, ``layer_conformance.tolerances.ULPS``); whichever bound is larger applies. ``own``: the
+    reference's own error in the dtype (``OwnError``), of which every element is also allowed k times."""
     from .tolerances import spacing, ulps_for
     actual = np.asarray(actual)
     n_ulps, half = ulps_for(actual)
@@ -54,6 +55,8 @@ def describe_mismatch(actual, expected, rtol, atol, what="values", ulps=None) ->
     bound = atol + rtol * np.abs(e)
     if half and n_ulps:
         bound = np.maximum(bound, n_ulps * spacing(e, half))
+    if own is not None:
+        bound = np.maximum(bound, own.allowed)
     bad = ~(err <= np.where(np.isfinite(bound), bound, np.inf))
     if not bad.any():
         return None
@@ -64,7 +67,32 @@ def describe_mismatch(actual, expected, rtol, atol, what="values", ulps=None) ->
     return (f"{what}: mismatched elements {int(bad.sum())} / {a.size}; greatest absolute difference "
             f"{float(err[idx]):.3g} at index {idx_t} (got {a[idx]:.7g}, expected {e[idx]:.7g}, "
             f"relative {float(rel):.3g}); allowed rtol={rtol:g}, atol={atol:g}"
-            + (f" or {n_ulps:g} ulps of {half}" if half and n_ulps else ""))
+            + (f" or {n_ulps:g} ulps of {half}" if half and n_ulps else "")
+            + (f"; {own.said(max_abs_error(a, e))}" if own is not None else ""))
+
+
+class OwnError:
+    """The reference's own error in a dtype below float64 (its largest absolute error there against its float64
+    run), the factor k a layer may make of it, and how the reference ran in the dtype."""
+
+    def __init__(self, factor: float, dtype: str, error: float, method: str):
+        self.factor, self.dtype, self.error, self.method = float(factor), dtype, float(error), method
+
+    @property
+    def allowed(self) -> float:
+        """The absolute error every element may have (0 where the reference's own run is not finite)."""
+        return self.factor * self.error if np.isfinite(self.error) else 0.0
+
+    def said(self, error: float) -> str:
+        """What a failure says of the two errors."""
+        if not np.isfinite(self.error):
+            return (f"the reference's own {self.dtype} run is not finite, so it allows nothing beyond the table "
+                    f"(method: {self.method})")
+        if self.error == 0:
+            return (f"the reference's own {self.dtype} run is exact here, so it allows nothing beyond the table "
+                    f"(method: {self.method})")
+        return (f"max error {error:.3g} is {error / self.error:.3g}x the reference's own {self.dtype} error "
+                f"{self.error:.3g} (allowed {self.factor:g}x, method: {self.method})")
 
 
 def max_abs_error(actual, expected) -> float:

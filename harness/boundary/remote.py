@@ -139,6 +139,16 @@ class RemoteModule:
         return call
 
 
+def reference_in_dtype(module: RemoteModule, function: str, dtype: str, *args, **kwargs) -> tuple:
+    """``module``'s ``function`` run in ``dtype`` below float64 in the reference executor: (its result, rounded to
+    the dtype, as float64; how it ran there); each distinct call made once."""
+    key = ("in_dtype", function, dtype, _call_key([list(args), kwargs]))
+    if key not in module._cache:
+        module._cache[key] = module._executor.request("reference_in_dtype", module=module._name, function=function,
+                                                      dtype=dtype, args=list(args), kwargs=kwargs)
+    return module._cache[key]
+
+
 def _no_handles(obj):
     raise TypeError(f"a {type(obj).__name__} cannot be passed to a reference")
 

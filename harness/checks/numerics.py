@@ -13,6 +13,7 @@ from .base import CheckFailed, unexpected_error
 from .common import import_native, reference_forward, reference_vjp, set_native_state
 from .functions import check_native_function, native_dtype_problem, nondiff_probe
 from .mistakes import Findings, hint
+from .reference_error import Judge, forward_in, vjp_in
 from ..reference_run import reference
 
 
@@ -24,7 +25,7 @@ def _check_output(ctx, got, expected_dtype, what, given=None):
 def check_values(ctx):
     """Outputs against the numpy reference on every case, with nondefault state."""
     layer, state, unset = ctx.layer_at(ctx.test_state())
-    problems, worst, outputs = [], 0.0, []
+    problems, worst, outputs, judge = [], 0.0, [], Judge(ctx, "values")
     for case in ctx.contract.cases:
         inputs = ctx.case_inputs(case)
         got = ctx.output_numpy(ctx.run(layer, inputs), f"case {case.name!r}: the output")
@@ -39,9 +40,8 @@ def check_values(ctx):
         if bad_dtype:
             problems.append(bad_dtype)
             continue
-        rtol, atol = ctx.tolerance("values", want_dtype)
-        diff = describe_mismatch(got, expected, rtol, atol, what=f"case {case.name!r}",
-                                 ulps=ctx.ulps("values", want_dtype))
+        own = forward_in(ctx, inputs, state)
+        diff = judge.mismatch(got, expected, want_dtype, f"case {case.name!r}", lambda: own(want_dtype))
         worst = max(worst, max_abs_error(got, expected))
         if diff:
             problems.append(diff)
@@ -49,7 +49,8 @@ def check_values(ctx):
         from .mistakes import recognize  # a precision cause is the runner's to add (layer_conformance.checks.precision)
         known = recognize(ctx, state, outputs)
         raise CheckFailed("; ".join(problems) + (f". {known}" if known else ""), max_abs_error=worst)
-    return {"max_abs_error": worst, **({"note": unset} if unset else {})}
+    return {"max_abs_error": worst, **({"note": unset} if unset else {}),
+            **({"notes": judge.notes} if judge.notes else {})}
 
 
 def check_native(ctx):
@@ -128,9 +129,10 @@ def _pattern_hint(ctx, got, expected, recorded=None) -> str:
     return ""
 
 
-def _compare_grad(ctx, label, got, expected, input_like, rule, recorded=None):
+def _compare_grad(ctx, label, got, expected, input_like, rule, recorded=None, judged=None):
     """None where the gradient is right, else (what is wrong, the hint or ''). ``recorded``: ``_rule_recorded``'s
-    question for this call."""
+    question for this call; ``judged``: (the check's Judge, the reference's gradient run in a dtype) where the
+    reference's own error may loosen the table (layer_conformance.checks.reference_error)."""
     if got is None:
         if recorded is not None and recorded():
             return f"no gradient reached {label}: the layer's custom backward rule ran and returned None for it", ""
@@ -143,9 +145,13 @@ def _compare_grad(ctx, label, got, expected, input_like, rule, recorded=None):
         moved = _moved(str(g.dtype), want_dtype)
         return (f"gradient for {label} has dtype {g.dtype}, expected {want_dtype}"
                 + (f" (the backward {moved} the gradient of a {want_dtype} value to {g.dtype})" if moved else "")), ""
-    rtol, atol = ctx.tolerance("gradients", str(g.dtype))
-    diff = describe_mismatch(g, expected, rtol, atol, what=f"gradient for {label} vs the {rule}",
-                             ulps=ctx.ulps("gradients", str(g.dtype)))
+    what = f"gradient for {label} vs the {rule}"
+    if judged is not None:
+        judge, own = judged
+        diff = judge.mismatch(g, expected, str(g.dtype), what, lambda: own(str(g.dtype)))
+    else:
+        rtol, atol = ctx.tolerance("gradients", str(g.dtype))
+        diff = describe_mismatch(g, expected, rtol, atol, what=what, ulps=ctx.ulps("gradients", str(g.dtype)))
     if not diff:
         return None
     return diff, _pattern_hint(ctx, g, expected, recorded).strip()
@@ -247,7 +253,7 @@ def _input_grad_flags(ctx) -> str | None:
     return known.input_grad_flags if known is not None else None
 
 
-def _alone(ctx, case, layer, inputs, names, right, cotangent, ref, rule, problems) -> None:
+def _alone(ctx, case, layer, inputs, names, right, cotangent, ref, rule, problems, judged) -> None:
     """Each input whose gradient is right when every differentiable input requires one, differentiated alone (the
     others frozen, as a frozen weight is): a backward that computes one input's gradient under another's
     ``needs_input_grad`` (or ``requires_grad``) test gives it only when both require one."""
@@ -260,7 +266,7 @@ def _alone(ctx, case, layer, inputs, names, right, cotangent, ref, rule, problem
             continue
         label = f"input {names[i]!r} (case {case.name!r}) with only {names[i]!r} requiring a gradient"
         bad = _compare_grad(ctx, label, grads[i], ref[names[i]], inputs[i], rule,
-                            _rule_recorded(ctx, layer, inputs, [i]))
+                            _rule_recorded(ctx, layer, inputs, [i]), judged(names[i]))
         if bad:
             frozen = ", ".join(repr(n) for k, n in enumerate(names) if k != i and n in ref)
             problems.add(bad[0], f"the gradient of {names[i]!r} is right while every input requires one: the "
@@ -302,7 +308,7 @@ def check_gradients(ctx):
         if mode == "surrogate" else "reference derivative"
     _, _, ref_vjp = reference(contract)
     state = ctx.test_state()
-    problems, notes = Findings(), []
+    problems, notes, judge = Findings(), [], Judge(ctx, "gradients")
     state = _worked_examples(ctx, state, rule, problems)
 
     rng = inputs_mod.rng_for(ctx.seed, contract.name, "gradients")
@@ -322,10 +328,12 @@ def check_gradients(ctx):
             raise CheckFailed(problems.text()) from exc
         ref = reference_vjp(ctx, ref_vjp, cotangent, inputs, state) if ref_vjp else {}
         recorded = _rule_recorded(ctx, layer, inputs, idx)
+        own = vjp_in(ctx, cotangent, inputs, state)
+        judged = lambda name, own=own: (judge, lambda dtype: own(dtype, name))  # noqa: E731
         right = []
         for i in idx:
             bad = _compare_grad(ctx, f"input {names[i]!r} (case {case.name!r})", grads[i], ref[names[i]],
-                                inputs[i], rule, recorded)
+                                inputs[i], rule, recorded, judged(names[i]))
             if bad:
                 problems.add(*bad)
             else:
@@ -333,7 +341,7 @@ def check_gradients(ctx):
         # the other real configurations: each input alone requiring a gradient, the rest frozen, where a backward
         # can tell them apart (frameworks.Framework.input_grad_flags)
         if len(idx) > 1 and _input_grad_flags(ctx):
-            _alone(ctx, case, layer, inputs, names, right, cotangent, ref, rule, problems)
+            _alone(ctx, case, layer, inputs, names, right, cotangent, ref, rule, problems, judged)
         for slot in slots:
             name = mapping.get(slot)
             if name is None:
@@ -347,7 +355,7 @@ def check_gradients(ctx):
             got = state_grads.get(name)
             got = None if got is None else slot_value(name, adapter.numpy(got))  # in the slot's layout
             bad = _compare_grad(ctx, f"slot {slot!r} (case {case.name!r})", got, ref[slot],
-                                slot_value(name, adapter.numpy(like)), rule, recorded)
+                                slot_value(name, adapter.numpy(like)), rule, recorded, judged(slot))
             if bad:
                 problems.add(*bad)
         problems += nondiff_probe(ctx, case, layer, inputs, cotangent, notes)
@@ -361,4 +369,5 @@ def check_gradients(ctx):
                     notes.append(f"case {case.name!r}: {why}")
     if problems:
         raise CheckFailed(problems.text())
+    notes += judge.notes
     return {"notes": notes} if notes else None

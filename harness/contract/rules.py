@@ -329,6 +329,7 @@ def _rules_tolerances(r: _Rules):
         for dtype, entry in _map(table).items():
             for key in ("rtol", "atol", "ulps"):
                 r.finite(_map(entry).get(key), at + (dtype, key))
+    r.finite(tol.get("reference_error_factor"), ("tolerances", "reference_error_factor"))
 
 
 def _case_floating(case: dict) -> list[str]:

@@ -153,6 +153,9 @@ def _tolerance_table(t) -> Mapping:
 class Tolerances(_Section):
     default: Mapping = _no_mapping()  # dtype -> Tolerance
     checks: Mapping = _no_mapping()   # check id -> dtype -> Tolerance
+    # values and gradients below float64, where no entry is declared: the layer's error may be this many times the
+    # reference's own error in that dtype (layer_conformance.tolerances.reference_error_factor); 0: the tables alone
+    reference_error_factor: float = 2.0
     _convert = {"default": _tolerance_table,
                 "checks": lambda checks: _ro({c: _tolerance_table(t) for c, t in checks.items()})}
 
