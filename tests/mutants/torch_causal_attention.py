@@ -56,6 +56,24 @@ class AttentionMaskAsParameter(_CausalAttention):
         self.mask = nn.Parameter(mask, requires_grad=False)
 
 
+class AttentionMaskNotPersistent(_CausalAttention):
+    """The mask registered with persistent=False: it moves with .to(), but state_dict omits it."""
+    def __init__(self, d, heads, max_len, device=None, dtype=None):
+        super().__init__(d, heads, max_len, device=device, dtype=dtype)
+        mask = self.mask
+        del self.mask
+        self.register_buffer("mask", mask, persistent=False)
+
+
+class AttentionMaskPlainAttribute(_CausalAttention):
+    """The mask as a plain tensor attribute: .to() skips it and state_dict omits it."""
+    def __init__(self, d, heads, max_len, device=None, dtype=None):
+        super().__init__(d, heads, max_len, device=device, dtype=dtype)
+        mask = self.mask
+        del self.mask
+        self.mask = mask
+
+
 MUTANTS = [
     Mutant("torch", "causal_attention", f"{M}:AttentionNoMask", "values", "case 'random': mismatched elements",
            blocked=("gradients",)),
@@ -69,4 +87,9 @@ MUTANTS = [
            "case 'random': mismatched elements", blocked=("gradients",)),
     Mutant("torch", "causal_attention", f"{M}:AttentionMaskAsParameter", "buffers", "is registered as trainable",
            blocked=("parameters",)),
+    Mutant("torch", "causal_attention", f"{M}:AttentionMaskNotPersistent", "buffers", "not in the saved state",
+           blocked=("serialization",)),
+    Mutant("torch", "causal_attention", f"{M}:AttentionMaskPlainAttribute", "buffers",
+           "held as a plain attribute 'mask'", blocked=("abstract", "compiled", "composition", "devices", "export",
+                                                     "serialization")),
 ]
