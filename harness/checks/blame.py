@@ -48,7 +48,7 @@ def state_findings(ctx) -> list[Finding]:
     for slot, spec in contract.trainable.items():
         name = mapping.get(slot)
         if name in trainable:
-            out += _shape_finding("parameters", slot, contract.shape(spec.shape), trainable[name])
+            out += _shape_finding("parameters", slot, contract.shape(spec.shape), trainable[name], name)
             continue
         loose = untracked_for(untracked, slot, contract.shape(spec.shape))
         named.update(loose)
@@ -67,7 +67,7 @@ def state_findings(ctx) -> list[Finding]:
             out.append(Finding(owner, f"{slot!r} is registered as trainable"))
             continue
         if name in non_trainable:
-            out += _shape_finding(owner, slot, contract.shape(spec.shape), non_trainable[name])
+            out += _shape_finding(owner, slot, contract.shape(spec.shape), non_trainable[name], name)
         if name not in non_trainable:
             loose = untracked_for(untracked, slot, contract.shape(spec.shape))
             if buffers_run:
@@ -84,10 +84,11 @@ def state_findings(ctx) -> list[Finding]:
     return out
 
 
-def _shape_finding(check: str, slot: str, shape: tuple, value) -> list[Finding]:
-    """A registered slot of another shape than the contract's: no state can be set into it, so every check that
-    sets state fails on it (the framework's own size error); ``check`` names the mistake."""
-    got = tuple(getattr(value, "shape", shape))
+def _shape_finding(check: str, slot: str, shape: tuple, value, name) -> list[Finding]:
+    """A registered slot of another shape than the contract's (through the state map's chain of transforms, where
+    ``name`` carries one): no state can be set into it, so every check that sets state fails on it (the
+    framework's own size error); ``check`` names the mistake."""
+    got = tuple(getattr(name, "slot_shape", None) or getattr(value, "shape", shape))
     return [] if got == tuple(shape) else [Finding(check, f"{slot!r} has shape {list(got)}, expected {list(shape)}")]
 
 
