@@ -61,12 +61,37 @@ def reference_problems(contract) -> list:
     """Every way the reference disagrees with itself, as (field path, message); once per file content
     (``contract.digest``) per process."""
     key = contract.digest
+    if key not in _checked and contract.reference.impl:
+        _checked[key] = impl_problems(contract)
     if key not in _checked:
         from .boundary.session import reference_deadline
         from .runner import DEFAULT_TIMEOUT
         with reference_deadline(float(contract.timeout or DEFAULT_TIMEOUT)):
             _checked[key] = _SelfCheck(contract).run()
     return list(_checked[key])
+
+
+def impl_problems(contract) -> list:
+    """A ``reference: {impl, framework}``, imported in a throwaway executor: its framework installed, the module and
+    attribute there, of the framework it names. Its values and gradients are the framework's own (trusted, not
+    checked against finite differences); its state map is matched when the checks build it."""
+    from .boundary import RemoteError
+    from .boundary.session import detect
+    from .frameworks import installed
+    ref = contract.reference
+    if not installed(ref.framework):
+        return [(("reference", "framework"), f"the reference {ref.impl} is a {ref.framework} implementation, and "
+                                              f"{ref.framework} is not installed here")]
+    try:
+        found = detect(ref.impl)
+    except RemoteError as exc:
+        return [(("reference", "impl"), f"cannot import {ref.impl}: {exc.remote_text}")]
+    except Exception as exc:   # the import ended or hung its process
+        return [(("reference", "impl"), f"cannot import {ref.impl}: {exc}")]
+    if found.get("framework") not in (None, ref.framework):
+        return [(("reference", "framework"), f"{ref.impl} is a {found['framework']} implementation, not "
+                                              f"{ref.framework}")]
+    return []
 
 
 def _float64(a):

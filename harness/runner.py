@@ -146,7 +146,9 @@ def _outcome_of(exc: BaseException, ctx: CheckContext, check: str, timeout: floa
     if isinstance(exc, CheckSkipped):   # a skip that is not n/a (see checks.base)
         return dict(outcome="skipped", message=exc.reason)
     if isinstance(exc, CheckFailed):
-        return dict(outcome="failed", message=exc.message, details=_jsonable(exc.details))
+        return dict(outcome="failed", message=_both_named(ctx, check, exc.message), details=_jsonable(exc.details))
+    if getattr(exc, "origin", None) == "reference" and not isinstance(exc, RemoteError):  # impl_reference's
+        return dict(outcome="error", message=f"{exc}: a contract problem, not the layer's")
     if isinstance(exc, RemoteError):
         if exc.origin == "reference":
             return dict(outcome="error", message=f"the contract's reference raised {exc.remote_text}: a contract "
@@ -156,6 +158,14 @@ def _outcome_of(exc: BaseException, ctx: CheckContext, check: str, timeout: floa
                                                  f"{exc.remote_text}")
         return dict(outcome="failed", message=exc.remote_text)  # the layer raised: it fails at its point of failure
     return dict(outcome="failed", message=unexpected_error(exc))  # a check's own code raised on the layer's answer
+
+
+def _both_named(ctx, check: str, message: str) -> str:
+    """A failure of a check that compares with the reference (those run per dtype), against a ``reference:
+    {impl}``, names both implementations: ``layer mypkg:Port (jax) vs reference other:Original (torch): ...``."""
+    if check not in PER_DTYPE or not ctx.contract.reference.impl:
+        return message
+    return f"layer {ctx.impl_name} ({ctx.adapter.name}) vs reference {ctx.contract.reference.label}: {message}"
 
 
 @contextmanager

@@ -70,6 +70,8 @@ class Session:
         self.sandbox = sandbox  # --sandbox (auto, require, off; None: the process's, sandbox.MODE)
         self.layer: dict[str, Executor] = {}
         self.native: dict[str, Executor] = {}
+        self.reference_layers: dict[str, Executor] = {}  # framework -> the executor of a `reference: {impl}`
+        self.reference_loaded: dict = {}  # (framework, spec) -> (process number, impl handle)
         self.loaded: dict = {}        # (framework, spec) -> (process number, impl handle, notes)
         self.failed: dict = {}        # (framework, spec) -> why it cannot be loaded
         self.usage: dict = {}         # ((framework, spec), constructor) -> why the binding does not fit
@@ -215,10 +217,36 @@ class Session:
         self.loaded[key] = (ex.started, info["impl"], notes, repr(constructor))
         return info["impl"], notes
 
+    def reference_impl(self, framework: str, spec: str):
+        """(adapter, handle) of a contract's ``reference: {impl}`` in an executor of its own (a layer executor of
+        ``framework``, forked from its zygote, that never runs the layer under test). LoadFailed where it cannot
+        be imported: the contract's problem."""
+        ex = self._executor(self.reference_layers, "layer", framework)
+        ex.ensure()
+        cached = self.reference_loaded.get((framework, spec))
+        if cached and cached[0] == ex.started and ex.alive:
+            return RemoteAdapter(ex, None), cached[1]
+        saved, ex.deadline = ex.deadline, time.monotonic() + LOAD_TIMEOUT
+        try:
+            info = ex.request("load", spec=spec, constructor=None)
+        except RemoteError as exc:
+            raise LoadFailed(f"the contract's reference {spec} ({framework}) cannot be imported: "
+                             f"{exc.remote_text}") from None
+        except (ExecutorLost, CheckTimeout) as exc:
+            raise LoadFailed(f"importing the contract's reference {spec} ({framework}) ended its executor: "
+                             f"{exc}") from None
+        finally:
+            ex.deadline = saved
+        if ex not in self.running:
+            self.running.append(ex)  # under the check's deadline, released at its end
+        self.reference_loaded[(framework, spec)] = (ex.started, info["impl"])
+        return RemoteAdapter(ex, None), info["impl"]
+
     # -- one check ----------------------------------------------------------------------------
     def begin_check(self, framework: str, timeout: float | None):
         deadline = time.monotonic() + timeout if timeout else None
-        self.running = [e for e in (self.layer.get(framework), self.native.get(framework)) if e]
+        self.running = [e for e in (self.layer.get(framework), self.native.get(framework),
+                                    *self.reference_layers.values()) if e]
         self.stderr_tail = ""
         for ex in self.running:
             ex.deadline = deadline
@@ -272,7 +300,8 @@ class Session:
             references_until(None)
             for ex in self.running + self.references:
                 ex.deadline = None
-                keep = [h for k in self.loaded.values() for h in [k[1]] if getattr(h, "executor", None) is ex]
+                keep = [h for k in [*self.loaded.values(), *self.reference_loaded.values()] for h in [k[1]]
+                        if getattr(h, "executor", None) is ex]
                 ex.release(keep)
             self.running = []
         if code or unanswered:
@@ -294,7 +323,8 @@ class Session:
         shared = [] if self.owner is not None else list(self.zygotes.values())  # a lane's zygotes are its owner's
         if self.owner is None:
             shared += reference_executors()
-        for ex in list(self.layer.values()) + list(self.native.values()) + list(self.running) + shared:
+        for ex in [*self.layer.values(), *self.native.values(), *self.reference_layers.values(), *self.running,
+                   *shared]:
             if ex is not None and ex.warm is not None:
                 ex.leave()  # a kept zygote runs no check: it waits for the next run
             elif ex is not None:
@@ -307,7 +337,7 @@ class Session:
 
     def close(self):
         own = [] if self.owner is not None else list(self.zygotes.values())
-        for ex in list(self.layer.values()) + list(self.native.values()) + own:
+        for ex in list(self.layer.values()) + list(self.native.values()) + list(self.reference_layers.values()) + own:
             ex.close()
         if self._cache_root is not None and self.owner is None:
             shutil.rmtree(self._cache_root, ignore_errors=True)

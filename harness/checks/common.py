@@ -11,6 +11,9 @@ from .base import CheckFailed
 
 def reference_forward(ctx, inputs, state):
     """The reference's output in float64 for the case's inputs, at ``state``."""
+    if ctx.contract.reference.impl:
+        from .. import impl_reference
+        return impl_reference.forward(ctx, inputs, state)
     _, forward, _ = reference(ctx.contract)
     return np.asarray(forward(*[np.asarray(a, dtype=np.float64) if is_floating(a.dtype) else a
                                 for a in inputs], **{**ctx.contract.constructor, **state}))  # a slot may share a flag's name (bias)
@@ -19,6 +22,9 @@ def reference_forward(ctx, inputs, state):
 def reference_vjp(ctx, ref_vjp, cotangent, inputs, state) -> dict:
     """The reference VJP ``ref_vjp`` (``reference(contract)``'s third) of ``cotangent`` at the case's inputs in
     float64, at ``state``: {input or slot name: its gradient}."""
+    if ctx.contract.reference.impl:
+        from .. import impl_reference
+        return impl_reference.vjp(ctx, cotangent, inputs, state)
     return ref_vjp(cotangent, *[np.asarray(a, dtype=np.float64) if is_floating(a.dtype) else a for a in inputs],
                    **{**ctx.contract.constructor, **state})
 

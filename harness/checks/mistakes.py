@@ -518,7 +518,7 @@ for _m in KNOWN_MISTAKES:
 def recognize(ctx, state, outputs) -> str:
     """The known mistake that explains every case's output, as a sentence; else ''.
     ``outputs``: [(inputs, the layer's output)] for the cases checked."""
-    module = ctx.contract.reference.module.rpartition(".")[2]
+    module = (ctx.contract.reference.module or "").rpartition(".")[2]
     kw = {**ctx.contract.constructor, **state}
     for mistake in KNOWN_MISTAKES:
         if module not in mistake.references:
@@ -569,7 +569,8 @@ def accumulated_low(ctx, state, outputs) -> str:
     need = ctx.contract.accumulate
     # the reference module's own ``accumulated_in`` (docs/contracts.md, ``accumulate``): the reference with its
     # statistics summed in a given dtype
-    if not need or not outputs or "accumulated_in" not in reference_names(ctx.contract.reference.module)[0]:
+    if not need or not outputs or ctx.contract.reference.impl or \
+            "accumulated_in" not in reference_names(ctx.contract.reference.module)[0]:
         return ""
     kw = {**ctx.contract.constructor, **state}
     module, forward, _ = reference(ctx.contract)

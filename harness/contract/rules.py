@@ -226,6 +226,8 @@ def _rules_state(r: _Rules):
 
 def _rules_reference(r: _Rules):
     ref = r.section("reference")
+    if "impl" in ref:
+        _rules_impl_reference(r, ref)
     names, why = r.reference_names()
     if why:
         r.bad(("reference", "module"), f"cannot import {ref.get('module')!r}: {why}")
@@ -236,6 +238,27 @@ def _rules_reference(r: _Rules):
             if key == "vjp" and "vjp" not in ref and r.section("gradients").get("mode") == "none":
                 continue  # nothing asks for the default vjp
             r.bad(("reference", key), f"{ref['module']} has no function {ref.get(key, key)!r}")
+
+
+def _rules_impl_reference(r: _Rules, ref: dict):
+    """``reference: {impl}``: its state map readable and naming the contract's slots; nothing asked of a numpy module
+    (a slot's ``init: reference``, ``second_order.reference``)."""
+    for i, entry in enumerate(_seq(ref.get("state_map"))):
+        slot, eq, name = str(entry).partition("=")
+        if not eq:
+            r.bad(("reference", "state_map", i), f"{entry!r}: expected SLOT=NAME, e.g. w=lin.weight|T")
+        elif slot.strip() not in r.slots:
+            r.bad(("reference", "state_map", i), f"{slot.strip()!r} is not a state slot of this contract")
+        elif (why := _state_map_problem(name)) is not None:
+            r.bad(("reference", "state_map", i), why)
+    for kind in ("trainable", "non_trainable"):
+        for name, slot in _map(_map(r.data.get("state")).get(kind)).items():
+            if _map(slot).get("init") == "reference":
+                r.bad(("state", kind, name, "init"), "init: reference needs a numpy reference module; with "
+                                                    "`reference: {impl}` use init: random (the layer's own values)")
+    if _map(r.data.get("second_order")).get("reference"):
+        r.bad(("second_order", "reference"), "a Hessian-vector product needs a numpy reference module, not "
+                                             "`reference: {impl}`")
 
 
 def _rules_gradients(r: _Rules):

@@ -83,10 +83,27 @@ class Case(_Section):
 
 @dataclass(frozen=True)
 class Reference(_Section):
-    """reference: the module that defines the expected values, and its functions' names."""
-    module: str
+    """reference: the numpy module that defines the expected values, and its functions' names; or ``impl``, a
+    trusted layer or function (``module:attr``) in ``framework``, run as a layer is, with its own ``state_map``.
+    ``framework: numpy`` names a numpy module's forward function: the module form (its ``vjp`` beside it)."""
+    module: str | None = None
     forward: str = "forward"
     vjp: str = "vjp"
+    impl: str | None = None
+    framework: str | None = None
+    state_map: tuple = ()
+    _convert = {"state_map": tuple}
+
+    def __post_init__(self):
+        if self.impl and self.framework == "numpy":  # a numpy function: the module form, through its executor
+            module, _, forward = self.impl.partition(":")
+            for key, value in (("module", module), ("forward", forward), ("impl", None), ("framework", None)):
+                object.__setattr__(self, key, value)
+
+    @property
+    def label(self) -> str:
+        """How messages name the reference: ``other:Original (torch)``, or its module."""
+        return f"{self.impl} ({self.framework})" if self.impl else str(self.module)
 
 
 @dataclass(frozen=True)
