@@ -3,6 +3,8 @@ from flax import nnx
 
 
 class SwiGLU(nnx.Module):
+    gate = staticmethod(jax.nn.silu)  # the gate's activation (GeGLU: the exact gelu)
+
     def __init__(self, d, hidden, rngs: nnx.Rngs):
         # the weights held [in, out], as the contract lays them out: y = x @ w; a normal of std 1/sqrt(fan_in),
         # drawn from the params stream of the Rngs given
@@ -14,7 +16,7 @@ class SwiGLU(nnx.Module):
 
     def __call__(self, X):
         # silu gates the w1 branch; the up branch x @ w3 is linear
-        return (jax.nn.silu(X @ self.w1[...]) * (X @ self.w3[...])) @ self.w2[...]
+        return (self.gate(X @ self.w1[...]) * (X @ self.w3[...])) @ self.w2[...]
 
 
 IMPL = SwiGLU

@@ -9,6 +9,11 @@ from mxnet.gluon import nn  # noqa: E402
 
 
 class SwiGLU(nn.Block):
+    @staticmethod
+    def gate(a):
+        """The gate's activation, silu (GeGLU: the exact gelu)."""
+        return a * nd.sigmoid(a)
+
     def __init__(self, d, hidden, **kwargs):
         super().__init__(**kwargs)
         # On 1.9.1 a parameter registers through the block's ParameterDict, not by assignment; held [in, out], as
@@ -24,9 +29,8 @@ class SwiGLU(nn.Block):
         wide = "float32" if X.dtype == np.float16 else X.dtype
         w1, w3, w2 = (p.data(X.context).astype(wide) for p in (self.w1, self.w3, self.w2))
         Xw = X.astype(wide)
-        a = nd.dot(Xw, w1)
         # silu gates the w1 branch; the up branch x @ w3 is linear
-        return nd.dot(a * nd.sigmoid(a) * nd.dot(Xw, w3), w2).astype(X.dtype)
+        return nd.dot(self.gate(nd.dot(Xw, w1)) * nd.dot(Xw, w3), w2).astype(X.dtype)
 
 
 IMPL = SwiGLU

@@ -1,5 +1,6 @@
 """SwiGLU feed-forward block (Shazeer 2020): y = (silu(x @ w1) * (x @ w3)) @ w2, the weights [in, out].
-silu(a) = a * sigmoid(a) gates the up projection x @ w3; w2 projects the hidden width back to d."""
+silu(a) = a * sigmoid(a) gates the up projection x @ w3; w2 projects the hidden width back to d. ``gated`` and
+``gated_vjp`` take the gate's activation (its value and derivative), for the GLU variants (geglu)."""
 import numpy as np
 
 
@@ -9,22 +10,30 @@ def _sigmoid(a):
     return np.where(a >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
 
 
-def _hidden(X, w1, w3):
-    a, b = X @ w1, X @ w3
+def silu(a):
+    """silu(a) and its derivative s + a s (1 - s), s = sigmoid(a)."""
     s = _sigmoid(a)
-    return a, b, s, a * s * b
+    return a * s, s + a * s * (1.0 - s)
+
+
+def gated(X, w1, w3, w2, act):
+    a, b = X @ w1, X @ w3
+    return (act(a)[0] * b) @ w2
+
+
+def gated_vjp(g, X, w1, w3, w2, act):
+    a, b = X @ w1, X @ w3
+    f, df = act(a)
+    dh = g @ w2.T
+    da, db = dh * b * df, dh * f
+    rows = lambda t: t.reshape(-1, t.shape[-1])  # noqa: E731 (a batch of any rank, flattened)
+    return {"X": da @ w1.T + db @ w3.T,
+            "w1": rows(X).T @ rows(da), "w3": rows(X).T @ rows(db), "w2": rows(f * b).T @ rows(g)}
 
 
 def forward(X, *, w1, w3, w2, **_):
-    return _hidden(X, w1, w3)[3] @ w2
+    return gated(X, w1, w3, w2, silu)
 
 
 def vjp(g, X, *, w1, w3, w2, **_):
-    a, b, s, h = _hidden(X, w1, w3)
-    dh = g @ w2.T
-    # silu'(a) = s + a s (1 - s)
-    da = dh * b * (s + a * s * (1.0 - s))
-    db = dh * a * s
-    rows = lambda t: t.reshape(-1, t.shape[-1])  # noqa: E731 (a batch of any rank, flattened)
-    return {"X": da @ w1.T + db @ w3.T,
-            "w1": rows(X).T @ rows(da), "w3": rows(X).T @ rows(db), "w2": rows(h).T @ rows(g)}
+    return gated_vjp(g, X, w1, w3, w2, silu)

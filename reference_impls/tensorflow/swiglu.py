@@ -4,6 +4,8 @@ import tensorflow as tf
 
 
 class SwiGLU(tf.keras.layers.Layer):
+    gate = staticmethod(tf.nn.silu)  # the gate's activation (GeGLU: the exact gelu)
+
     def __init__(self, d, hidden, **kwargs):
         super().__init__(**kwargs)  # name, dtype, trainable: what from_config passes back
         self.d = d
@@ -21,7 +23,7 @@ class SwiGLU(tf.keras.layers.Layer):
 
     def call(self, X):
         # silu gates the w1 branch; the up branch x @ w3 is linear. tf.matmul broadcasts a batch of any rank
-        return tf.matmul(tf.nn.silu(tf.matmul(X, self.w1)) * tf.matmul(X, self.w3), self.w2)
+        return tf.matmul(self.gate(tf.matmul(X, self.w1)) * tf.matmul(X, self.w3), self.w2)
 
     def get_config(self):
         return {**super().get_config(), "d": self.d, "hidden": self.hidden}

@@ -6,6 +6,8 @@ from torch.nn import functional as F
 
 
 class SwiGLU(nn.Module):
+    gate = staticmethod(F.silu)  # the gate's activation (GeGLU: the exact gelu)
+
     def __init__(self, d, hidden, device=None, dtype=None):
         super().__init__()
         # the weights held [in, out], as the contract lays them out: y = x @ w, no transpose
@@ -21,7 +23,7 @@ class SwiGLU(nn.Module):
 
     def forward(self, X):
         # silu gates the w1 branch; the up branch x @ w3 is linear
-        return (F.silu(X @ self.w1) * (X @ self.w3)) @ self.w2
+        return (self.gate(X @ self.w1) * (X @ self.w3)) @ self.w2
 
 
 IMPL = SwiGLU
