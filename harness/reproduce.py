@@ -12,7 +12,10 @@ from .record import Record
 
 
 def _contract_arg(r: Record, bundled) -> str:
-    """A bundled contract by name, a user's contract by the path its node id starts with."""
+    """A bundled contract by name, a user's contract by its path (the record's options say it; a record of an
+    earlier version by the path its node id starts with)."""
+    if (r.options or {}).get("contract"):
+        return str(r.options["contract"])
     path = str(r.nodeid).split("::")[0]
     if r.contract in bundled or not path.endswith((".yaml", ".yml")):
         return r.contract

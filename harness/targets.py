@@ -102,7 +102,11 @@ class Target:
     def options(self, dtype: str) -> dict:
         """What a record of this target ran with beyond its key, for its reproduction command to repeat: the
         binding's maps and the row's dtype (a command without --dtype runs every dtype's row)."""
-        return {**{k: v for k, v in (("arg_map", self.arg_map), ("state_map", self.state_map)) if v}, "dtype": dtype}
+        from .contract.loading import SPECS_DIR
+        # a user's contract by its path: one of the same name as a bundled one would otherwise rerun the bundled one
+        own = {} if Path(self.contract_path).resolve().parent == SPECS_DIR.resolve() else {"contract": self.contract_path}
+        return {**own, **{k: v for k, v in (("arg_map", self.arg_map), ("state_map", self.state_map)) if v},
+                "dtype": dtype}
 
 
 def resolve_impl(spec: str):

@@ -64,6 +64,14 @@ def test_repro_quotes_a_user_contract_path():
     assert repro_command(rec) == "pytest --contract 'my contracts/mine.yaml' --impl pkg.mod:Layer --framework torch --check values"
 
 
+def test_repro_names_a_user_contract_of_a_bundled_name_by_its_path():
+    # a user's rmsnorm.yaml is not the bundled rmsnorm: `--contract rmsnorm` would rerun the bundled one
+    rec = sample_rec("rmsnorm", "pkg.mod:Layer", "torch", "values", "failed")
+    rec["nodeid"] = "rmsnorm.yaml::rmsnorm[Layer-torch-cpu]::values"
+    rec["options"] = {"contract": "contracts/rmsnorm.yaml"}
+    assert repro_command(rec) == "pytest --contract contracts/rmsnorm.yaml --impl pkg.mod:Layer --framework torch --check values"
+
+
 def test_baseline_diff_is_embedded():
     doc, base = sample_doc(), sample_baseline()
     comparison = compare(base["results"], doc["results"])
