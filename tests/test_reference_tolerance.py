@@ -190,3 +190,12 @@ def test_the_factor_reads_as_stated_and_defaults_to_two(tmp_path):
     assert reference_error_factor(contract, "gradients", "float32") is None   # a stated tolerance keeps its own
     path.write_text(CONTRACT + "tolerances: {reference_error_factor: 0}\n")
     assert reference_error_factor(load_contract(path), "values", "float32") is None   # the tables alone
+
+
+def test_a_gradient_a_few_ulps_off_everywhere_is_not_told_it_is_scaled():
+    # a cancelling sum that fails the table by rounding is off by a ratio of 1.000003 on every element: no
+    # "scaled by 1x" hint (the hint is right or absent); a real factor keeps it
+    from layer_conformance.checks.numerics import _pattern_hint
+    expected = np.linspace(1.0, 30.0, 64)
+    assert _pattern_hint(None, expected * (1 + 3e-6), expected) == ""
+    assert "2" in _pattern_hint(None, expected * 2, expected)

@@ -123,7 +123,8 @@ def _pattern_hint(ctx, got, expected, recorded=None) -> str:
         return _zero_hint(ctx, recorded)
     mask = np.abs(e) > 1e-12
     ratios = g[mask] / e[mask]
-    if (ratios.size and np.allclose(ratios, ratios[0], rtol=1e-3) and not np.isclose(ratios[0], 1.0)
+    # a ratio within the same 1e-3 of one is rounding, not a scale (said as "1x" it would be no hint)
+    if (ratios.size and np.allclose(ratios, ratios[0], rtol=1e-3) and not np.isclose(ratios[0], 1.0, rtol=1e-3)
             and not np.isclose(ratios[0], 0.0)):
         return " " + hint("scaled_gradient", ratio=f"{ratios[0]:.4g}")
     return ""
