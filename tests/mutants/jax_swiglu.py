@@ -37,3 +37,16 @@ MUTANTS = [
     Mutant("jax", "swiglu", f"{M}:SwiGLUUpRawArray", "parameters", "untracked attribute 'w3'",
            blocked=("compiled", "composition", "devices", "export", "gradients", "serialization", "values")),
 ]
+
+
+# --- geglu -----------------------------------------------------------------------------------
+
+class GeGLUDefaultGelu(SwiGLU):
+    """jax.nn.gelu at its default, approximate=True: the tanh approximation, not the exact gelu asked for."""
+    def __call__(self, X):
+        return (jax.nn.gelu(X @ self.w1[...]) * (X @ self.w3[...])) @ self.w2[...]
+
+
+MUTANTS += [
+    Mutant("jax", "geglu", f"{M}:GeGLUDefaultGelu", "values", "mismatched elements", blocked=("gradients",)),
+]

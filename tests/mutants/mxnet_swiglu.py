@@ -46,3 +46,14 @@ MUTANTS = [
            blocked=("compiled", "composition", "device_parity", "devices", "export", "gradients", "serialization",
                     "strict_loading", "values")),
 ]
+
+
+# --- geglu -----------------------------------------------------------------------------------
+
+class GeGLUSilu(SwiGLU):
+    """SwiGLU where GeGLU is asked for: the bundled SwiGLU's silu gate kept."""
+
+
+MUTANTS += [
+    Mutant("mxnet", "geglu", f"{M}:GeGLUSilu", "values", "case 'random': mismatched elements", blocked=("gradients",)),
+]

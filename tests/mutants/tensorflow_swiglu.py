@@ -38,3 +38,17 @@ MUTANTS = [
            blocked=("compiled", "composition", "device_parity", "devices", "export", "gradients", "serialization",
                     "values")),
 ]
+
+
+# --- geglu -----------------------------------------------------------------------------------
+
+class GeGLUKerasDefault(SwiGLU):
+    """keras.ops.gelu at its default, approximate=True: the tanh approximation, not the exact gelu asked for."""
+    def call(self, X):
+        import keras
+        return tf.matmul(keras.ops.gelu(tf.matmul(X, self.w1)) * tf.matmul(X, self.w3), self.w2)
+
+
+MUTANTS += [
+    Mutant("tensorflow", "geglu", f"{M}:GeGLUKerasDefault", "values", "mismatched elements", blocked=("gradients",)),
+]

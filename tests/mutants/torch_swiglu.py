@@ -57,3 +57,23 @@ MUTANTS = [
     Mutant("torch", "swiglu", f"{M}:SwiGLUMatmulInBfloat16", "values", "case 'random': mismatched elements",
            blocked=("gradients",)),
 ]
+
+
+# --- geglu -----------------------------------------------------------------------------------
+
+class GeGLUTanh(SwiGLU):
+    """gelu's tanh approximation (F.gelu(approximate="tanh"), GPT-2's) where the contract asks for the exact one."""
+    def forward(self, X):
+        return (F.gelu(X @ self.w1, approximate="tanh") * (X @ self.w3)) @ self.w2
+
+
+class GeGLUSilu(SwiGLU):
+    """SwiGLU where GeGLU is asked for: silu gates the w1 branch."""
+    def forward(self, X):
+        return (F.silu(X @ self.w1) * (X @ self.w3)) @ self.w2
+
+
+MUTANTS += [
+    Mutant("torch", "geglu", f"{M}:GeGLUTanh", "values", "mismatched elements", blocked=("gradients",)),
+    Mutant("torch", "geglu", f"{M}:GeGLUSilu", "values", "case 'random': mismatched elements", blocked=("gradients",)),
+]

@@ -95,11 +95,16 @@ class LlamaCausalAttention(torch.nn.Module):
         return out if X.dim() == 3 else out[0]
 
 
-def llama_mlp(d, hidden):
-    """transformers' LlamaMLP (gate_proj, up_proj, down_proj: nn.Linear without bias, [out, in]; down_proj(silu(
+def llama_mlp(d, hidden, act="silu"):
+    """transformers' LlamaMLP (gate_proj, up_proj, down_proj: nn.Linear without bias, [out, in]; down_proj(act(
     gate_proj(x)) * up_proj(x))) under the contract's d, hidden. One attention head: the config refuses a hidden
     size that its default 32 heads do not divide, and the MLP does not read it."""
     from transformers import LlamaConfig
     from transformers.models.llama.modeling_llama import LlamaMLP
-    return LlamaMLP(LlamaConfig(hidden_size=d, intermediate_size=hidden, hidden_act="silu", mlp_bias=False,
+    return LlamaMLP(LlamaConfig(hidden_size=d, intermediate_size=hidden, hidden_act=act, mlp_bias=False,
                                 num_attention_heads=1, num_key_value_heads=1))
+
+
+def llama_mlp_gelu(d, hidden):
+    """LlamaMLP with hidden_act "gelu": transformers' GELUActivation, torch's exact (erf) gelu."""
+    return llama_mlp(d, hidden, act="gelu")
