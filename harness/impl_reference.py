@@ -31,14 +31,21 @@ def _float64(inputs) -> list:
 def reference_context(ctx):
     """A CheckContext for the reference side of ``ctx``: the reference's adapter and handle, its state map."""
     from .checks.base import CheckContext
-    from .targets import parse_state_map
     ref = ctx.contract.reference
     try:
         adapter, impl = ctx.session.reference_impl(ref.framework, ref.impl)
     except Exception as exc:   # LoadFailed, and an executor that cannot start (the framework is missing)
         raise ReferenceProblem(str(exc)) from None
     return CheckContext(ctx.contract, adapter, impl, ref.impl, seed=ctx.seed, session=ctx.session,
-                        state_map=parse_state_map(list(ref.state_map)))
+                        state_map=_pairs(ref.state_map))
+
+
+def _pairs(entries) -> dict:
+    """The reference's ``state_map`` entries (``slot=path`` with a chain, checked when the contract was read) as
+    {slot: path}."""
+    from .state_map import split_items
+    pairs = [pair.split("=", 1) for entry in entries for pair in split_items(str(entry))]
+    return {slot.strip(): name.strip() for slot, name in pairs}
 
 
 def _layer(rctx, state: dict):
