@@ -73,21 +73,33 @@ def describe_mismatch(actual, expected, rtol, atol, what="values", ulps=None, ow
 
 class OwnError:
     """The reference's own error in a dtype below float64 (its largest absolute error there against its float64
-    run), the factor k a layer may make of it, and how the reference ran in the dtype."""
+    run), the factor k a layer may make of it, and how the reference ran in the dtype. ``scale``: the float64
+    reference's largest magnitude; a run that errs by more than ``LOST`` of it lost the result (an overflow, a
+    cancellation to nothing) and is no yardstick: it allows nothing beyond the table."""
+    LOST = 1 / 8
 
-    def __init__(self, factor: float, dtype: str, error: float, method: str):
+    def __init__(self, factor: float, dtype: str, error: float, method: str, scale: float = float("inf")):
         self.factor, self.dtype, self.error, self.method = float(factor), dtype, float(error), method
+        self.scale = float(scale)
+
+    @property
+    def lost(self) -> bool:
+        return not np.isfinite(self.error) or self.error > self.LOST * self.scale
 
     @property
     def allowed(self) -> float:
-        """The absolute error every element may have (0 where the reference's own run is not finite)."""
-        return self.factor * self.error if np.isfinite(self.error) else 0.0
+        """The absolute error every element may have (0 where the reference's own run is no yardstick)."""
+        return 0.0 if self.lost else self.factor * self.error
 
     def said(self, error: float) -> str:
         """What a failure says of the two errors."""
         if not np.isfinite(self.error):
             return (f"the reference's own {self.dtype} run is not finite, so it allows nothing beyond the table "
                     f"(method: {self.method})")
+        if self.lost:
+            return (f"the reference's own {self.dtype} run errs by {self.error:.3g}, over {self.LOST:g} of the "
+                    f"output's scale {self.scale:.3g}: it lost the result in {self.dtype}, so it allows nothing "
+                    f"beyond the table (method: {self.method})")
         if self.error == 0:
             return (f"the reference's own {self.dtype} run is exact here, so it allows nothing beyond the table "
                     f"(method: {self.method})")

@@ -154,9 +154,11 @@ def test_the_rule_allows_k_times_the_references_own_error_and_no_more():
     tight = OwnError(2, "float32", 1e-5, "reference computed in float32")
     said = describe_mismatch(got, expected, 1.3e-6, 1e-5, own=tight)
     assert "max error 3e-05 is 3x the reference's own float32 error 1e-05 (allowed 2x, method: " in said, said
-    # an exact or non-finite run of the reference allows nothing beyond the table
-    for error, words in ((0.0, "is exact here"), (float("inf"), "is not finite")):
-        said = describe_mismatch(got, expected, 1.3e-6, 1e-5, own=OwnError(2, "float32", error, "m"))
+    # an exact or non-finite run of the reference allows nothing beyond the table, nor one that lost the result
+    # (an error over 1/8 of the output's scale: an overflow in the low dtype, a sum cancelled to nothing)
+    for error, words in ((0.0, "is exact here"), (float("inf"), "is not finite"),
+                         (0.3, "errs by 0.3, over 0.125 of the output's scale 2: it lost the result in float32")):
+        said = describe_mismatch(got, expected, 1.3e-6, 1e-5, own=OwnError(2, "float32", error, "m", scale=2.0))
         assert said is not None and words in said, said
 
 
@@ -199,3 +201,37 @@ def test_a_gradient_a_few_ulps_off_everywhere_is_not_told_it_is_scaled():
     expected = np.linspace(1.0, 30.0, 64)
     assert _pattern_hint(None, expected * (1 + 3e-6), expected) == ""
     assert "2" in _pattern_hint(None, expected * 2, expected)
+
+
+# --- how the reference runs in a dtype (layerside/rounding.py, in the reference executor) ---------------------------
+
+def test_float32_runs_natively_and_a_promoting_reference_is_emulated():
+    from layer_conformance.layerside.rounding import run_in_dtype
+    x = np.random.default_rng(0).standard_normal((4, 64))
+    result, method = run_in_dtype(lambda X: X @ X.T, "float32", [x], {})
+    assert method == "reference computed in float32"
+    error = np.abs(result - x.astype(np.float32).astype(np.float64) @ x.astype(np.float32).astype(np.float64).T)
+    assert 0 < error.max() < 1e-4   # float32 arithmetic's rounding, not float64's
+    # a float64 constant promotes float32 in numpy: each result rounded to float32, float64 arithmetic between
+    result, method = run_in_dtype(lambda X: np.sqrt(np.float64(2.0)) * X, "float32", [x], {})
+    assert method.startswith("reference emulated in float32: inputs, state and every numpy operation's result")
+    assert np.array_equal(result, (np.sqrt(2.0) * x.astype(np.float32).astype(np.float64)).astype(np.float32))
+    result, method = run_in_dtype(lambda X: np.asarray(X, dtype=np.float64) * 3, "bfloat16", [x], {})
+    assert method.endswith("the reference converts them, so its output alone is rounded")
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_16_bits_round_every_operation_and_reduce_as_a_framework_does(dtype):
+    from layer_conformance.dtypes import np_dtype
+    from layer_conformance.layerside.rounding import run_in_dtype
+    x = np.full((2, 4096), 10.0)
+    x[1] = 0.1
+    # a mean of 4096 squares: accumulated in float32 and rounded once (ml_dtypes' bfloat16 sum stalls at 32 terms'
+    # worth, numpy's float16 sum overflows past 65504 before dividing)
+    result, method = run_in_dtype(lambda X: (X ** 2).mean(-1), dtype, [x], {})
+    assert "every numpy operation's result rounded to" in method, method
+    want = [(np.float32(np.asarray(v).astype(np_dtype(dtype))) ** 2) for v in (10.0, 0.1)]
+    assert np.allclose(result, want, rtol=1e-2), result
+    # every intermediate is rounded: (x + 1/3) - x is not 1/3
+    result, _ = run_in_dtype(lambda X: (X + 1 / 3) - X, dtype, [np.array([10.0])], {})
+    assert result[0] != float(np.asarray(1 / 3).astype(np_dtype(dtype)))

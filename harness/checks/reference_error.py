@@ -62,7 +62,8 @@ class Judge:
             own_value, method = own_run()
         except Exception as exc:  # a reference that cannot run in the dtype: the table alone judges
             return f"{diff}; the reference could not run in {dtype} to measure its own error: {_said(exc)}"
-        own = OwnError(k, dtype, max_abs_error(own_value, expected), method)
+        finite = np.abs(np.asarray(expected, dtype=np.float64)[np.isfinite(expected)])
+        own = OwnError(k, dtype, max_abs_error(own_value, expected), method, float(finite.max(initial=0.0)))
         diff = describe_mismatch(got, expected, rtol, atol, what=what, ulps=ulps, own=own)
         if diff is None:
             error = max_abs_error(got, expected)
