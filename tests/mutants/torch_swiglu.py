@@ -43,6 +43,17 @@ class SwiGLUMatmulInBfloat16(SwiGLU):
         return (h @ self.w2.to(b)).to(X.dtype)
 
 
+class SwiGLUDownTransposed(SwiGLU):
+    """w2 held [d, hidden], as nn.Linear would, and used transposed: right outputs, but the slot's layout is not the
+    contract's [hidden, d], so no state can be set into it (parameters names the shape and proposes |T)."""
+    def __init__(self, d, hidden, device=None, dtype=None):
+        super().__init__(d, hidden, device=device, dtype=dtype)
+        self.w2 = torch.nn.Parameter(self.w2.detach().t().contiguous())
+
+    def forward(self, X):
+        return (self.gate(X @ self.w1) * (X @ self.w3)) @ self.w2.t()
+
+
 MUTANTS = [
     Mutant("torch", "swiglu", f"{M}:SwiGLUGelu", "values", "case 'random': mismatched elements",
            blocked=("gradients",)),
@@ -54,6 +65,9 @@ MUTANTS = [
            also=("composition", "compiled"), blocked=("gradients",)),
     Mutant("torch", "swiglu", f"{M}:SwiGLUUpPlainTensor", "parameters", "untracked attribute 'w3'",
            blocked=("compiled", "composition", "devices", "export", "gradients", "serialization", "values")),
+    Mutant("torch", "swiglu", f"{M}:SwiGLUDownTransposed", "parameters", "use --state-map w2=w2|T",
+           blocked=("abstract", "aliasing", "batching", "compiled", "devices", "export", "gradients", "layout",
+                    "serialization", "strict_loading", "values")),
     Mutant("torch", "swiglu", f"{M}:SwiGLUMatmulInBfloat16", "values", "case 'random': mismatched elements",
            blocked=("gradients",)),
 ]
