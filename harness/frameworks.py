@@ -27,15 +27,23 @@ class Framework:
     # whatever is differentiated (JAX, TensorFlow), or the framework's Function mishandles it (MXNet 1.9.1 gives
     # zeros to every input but the first where the first needs none)
     input_grad_flags: str | None = None
+    # how its dense layer holds the matrix, for the numpy reference stub `python -m layer_conformance new` writes
+    dense_layout: str = ""
 
 
 FRAMEWORKS = {f.name: f for f in (
     Framework("torch", "torch", ("torch",), ("torch.export", "torch.save", "state_dict"), ("torch",), 1,
-              input_grad_flags="ctx.needs_input_grad[k]"),
+              input_grad_flags="ctx.needs_input_grad[k]",
+              dense_layout="torch holds an nn.Linear's `weight` as [out_features, in_features]: the layer computes "
+                           "x @ weight.T"),
     Framework("tensorflow", "tensorflow", ("tensorflow", "tensorflow-cpu", "keras"), ("keras", "savedmodel"),
-              ("tensorflow", "keras"), 3),
-    Framework("jax", "flax", ("jax", "jaxlib", "flax"), ("jax.export", "nnx"), ("jax", "flax"), 0),
-    Framework("mxnet", "mxnet", ("mxnet",), ("gluon.export",), ("mxnet",), 2),
+              ("tensorflow", "keras"), 3,
+              dense_layout="Keras holds a Dense's `kernel` as [input_dim, units]: the layer computes x @ kernel"),
+    Framework("jax", "flax", ("jax", "jaxlib", "flax"), ("jax.export", "nnx"), ("jax", "flax"), 0,
+              dense_layout="Flax NNX holds a Linear's `kernel` as [in_features, out_features]: the layer computes "
+                           "x @ kernel"),
+    Framework("mxnet", "mxnet", ("mxnet",), ("gluon.export",), ("mxnet",), 2,
+              dense_layout="Gluon holds a Dense's `weight` as [units, in_units]: the layer computes x @ weight.T"),
 )}
 
 

@@ -166,7 +166,7 @@ JUDGE_MODULES = (
         "frameworks", "gate", "gate.expectations", "gate.hooks", "inputs", "hookspecs", "lane", "nodeids",
         "outputs", "outputs.base", "outputs.html", "outputs.json", "outputs.junit", "outputs.terminal", "record",
         "reference_check", "reference_run", "report", "report.html", "reproduce", "results", "verdict", "runner",
-        "scheduling", "targets", "tolerances", "wire")),
+        "scheduling", "targets", "tolerances", "wire", "state_map", "impl_reference")),
 )
 
 

@@ -7,13 +7,12 @@ import keyword
 
 from .dtypes import HALF
 
-# how each framework holds a dense layer's matrix, for the stub's docstring
-HELD_AS = {
-    "torch": "torch holds an nn.Linear's `weight` as [out_features, in_features]: the layer computes x @ weight.T",
-    "mxnet": "Gluon holds a Dense's `weight` as [units, in_units]: the layer computes x @ weight.T",
-    "tensorflow": "Keras holds a Dense's `kernel` as [input_dim, units]: the layer computes x @ kernel",
-    "jax": "Flax NNX holds a Linear's `kernel` as [in_features, out_features]: the layer computes x @ kernel",
-}
+
+
+def _dense_layout(framework: str) -> str:
+    from .frameworks import FRAMEWORKS
+    entry = FRAMEWORKS.get(framework)
+    return entry.dense_layout if entry is not None and entry.dense_layout else "as the framework stores it"
 
 
 def _flow(value) -> str:
@@ -160,7 +159,7 @@ def stub_module(name: str, impl: str, stub: str, seen, constructor: dict, inputs
            f"{impl} ({seen.framework}): the expected values every check compares the layer with.",
            "", "Fill in what raises NotImplementedError. Each function receives float64 numpy arrays: the inputs by",
            "position, then the state slots and the constructor's arguments by keyword:", "", *described, "",
-           f"The state arrives as the layer holds it ({HELD_AS.get(seen.framework, 'as the framework stores it')}).",
+           f"The state arrives as the layer holds it ({_dense_layout(seen.framework)}).",
            '"""', "import numpy as np", "", f"STUB = {stub!r}", "", "",
            f"def forward({_signature(args, slots, constructor)}):",
            f'    """The layer\'s output in float64: shape {list(seen.output_shape)} for the drawn input."""',

@@ -18,6 +18,7 @@ def schema() -> dict:
     out = json.loads(SCHEMA_PATH.read_text())
     out["$defs"]["check_id"]["enum"] = list(declared_checks)
     out["$defs"]["framework"]["enum"] = list(FRAMEWORKS)
+    out["$defs"]["reference_framework"]["enum"] = ["numpy", *FRAMEWORKS]
     out["$defs"]["export_format"]["enum"] = [fmt for f in FRAMEWORKS.values() for fmt in f.export_formats]
     return out
 
