@@ -12,31 +12,8 @@ from layer_conformance.contract import ContractError, load_contract
 from layer_conformance.frameworks import installed
 from tests.support import ROOT, pytest_run, user_package
 
-REFERENCE = '''
-import numpy as np
-
-
-def _sigmoid(a):
-    e = np.exp(-np.abs(a))
-    return np.where(a >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
-
-
-def forward(X, *, w1, w3, w2, **_):
-    a = X @ w1
-    return (a * _sigmoid(a) * (X @ w3)) @ w2
-
-
-def vjp(g, X, *, w1, w3, w2, **_):
-    a, b = X @ w1, X @ w3
-    s = _sigmoid(a)
-    h = a * s * b
-    dh = g @ w2.T
-    da = dh * b * (s + a * s * (1.0 - s))
-    db = dh * a * s
-    rows = lambda t: t.reshape(-1, t.shape[-1])
-    return {"X": da @ w1.T + db @ w3.T, "w1": rows(X).T @ rows(da), "w3": rows(X).T @ rows(db),
-            "w2": rows(h).T @ rows(g)}
-'''
+# the user's numpy reference is the bundled swiglu's (the same computation, weights [in, out])
+REFERENCE = "from layer_conformance.reference_impls.numpy.swiglu import forward, vjp\n"
 
 LAYERS = '''
 import torch
