@@ -548,7 +548,7 @@ def new_axes(frameworks: list[str], rounds: int) -> dict:
 
 
 # the bundled contracts of issue 46 §6 (contracts for the layers people write): what they add to the matrix
-NEW_CONTRACTS = ("layernorm", "groupnorm", "gradient_reversal", "swiglu", "rotary", "causal_attention")
+NEW_CONTRACTS = ("layernorm", "groupnorm", "gradient_reversal", "swiglu", "geglu", "rotary", "causal_attention")
 
 
 def new_contracts(frameworks: list[str], rounds: int) -> dict:
