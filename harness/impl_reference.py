@@ -36,7 +36,9 @@ def reference_context(ctx):
         adapter, impl = ctx.session.reference_impl(ref.framework, ref.impl)
     except Exception as exc:   # LoadFailed, and an executor that cannot start (the framework is missing)
         raise ReferenceProblem(str(exc)) from None
-    return CheckContext(ctx.contract, adapter, impl, ref.impl, seed=ctx.seed, session=ctx.session,
+    # built as in the cases' own dtype (a build that calls the layer calls it in the dtype it holds), then cast
+    own = ctx.contract.viewed.for_dtype(None) if getattr(ctx.contract, "viewed", None) is not None else ctx.contract
+    return CheckContext(own, adapter, impl, ref.impl, seed=ctx.seed, session=ctx.session,
                         state_map=_pairs(ref.state_map))
 
 

@@ -433,7 +433,10 @@ def new(impl: str, inputs: list, framework: str | None = None, reference: str | 
     fw = found["framework"]
     constructor = constructor_for(impl, found, given)
     seen = observe(impl, fw, pythons.get(fw), constructor, shapes)
+    state_map = {s.name: s.path.replace("/", ".") for s in seen.slots if s.name != s.path}
     ref = {"impl": reference, "framework": fw} if reference else {"module": module}
+    if reference and state_map:   # the reference's own names taken to be the layer's (a port of it): review them
+        ref["state_map"] = [f"{slot}={name}" for slot, name in state_map.items()]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(contract_yaml(name, impl, seen, constructor, shapes, ref))
     print(f"wrote {path}: {len(seen.slots)} state slot(s), dtypes {', '.join(seen.dtypes) or 'none'}")
@@ -444,12 +447,8 @@ def new(impl: str, inputs: list, framework: str | None = None, reference: str | 
     try:
         load_contract(path)
     except ContractError as exc:
-        if reference and all(str(f).startswith("reference") for _, f, _ in exc.problems):
-            raise ScaffoldError(f"{path} is written, but this version's contract loader does not take `reference: "
-                                f"{{impl: ..., framework: ...}}` yet:\n{exc}", EXIT_CONTRACT) from None
         raise ScaffoldError(f"the drafted contract does not load (a fault of `new`, please report it):\n{exc}",
                             EXIT_CONTRACT) from None
-    state_map = {s.name: s.path.replace("/", ".") for s in seen.slots if s.name != s.path}
     print("run it with:")
     print("  " + run_command(impl, path, reference, fw, state_map, list(executor_python)))
     return 0

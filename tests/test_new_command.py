@@ -252,16 +252,20 @@ def test_a_keras_layer_from_new_to_green(tmp_path):
 
 
 def test_reference_another_implementation_writes_no_stub(tmp_path):
-    """--reference: the contract compares with another implementation (`reference: {impl, framework}`), no stub is
-    written; where this version's loader does not take that form yet, new says so (exit 3), naming the file."""
+    """--reference: the contract compares with another implementation (`reference: {impl, framework}`, its state
+    map the layer's names), no stub is written; the printed command is green on the layer and red on a mutant."""
     root = user_package(tmp_path, LAYERS)
     done = new(root, "--impl", "mypkg.layers:SwiGLU", "--input", "x: [4, 16]", "--arg", "d=16", "--arg", "h=32",
-               "--reference", "mypkg.layers:SwiGLUGelu", "--name", "swiglu_vs")
+               "--reference", "mypkg.layers:SwiGLU", "--name", "swiglu_vs")
+    assert done.returncode == 0, done.stdout + done.stderr
     text = (root / "contracts" / "swiglu_vs.yaml").read_text()
-    assert 'reference: {impl: "mypkg.layers:SwiGLUGelu", framework: torch}' in text
+    assert 'reference: {impl: "mypkg.layers:SwiGLU", framework: torch, state_map: ["w1=w1.weight"' in text, text
     assert not list((root / "contracts").glob("*.py"))
-    if done.returncode == EXIT_CONTRACT:
-        assert "does not take `reference: {impl: ..., framework: ...}` yet" in done.stderr, done.stderr
-    else:
-        assert done.returncode == 0, done.stdout + done.stderr
-        assert "--impl mypkg.layers:SwiGLU" in done.stdout
+    words = printed_command(done.stdout)
+    green = pytest_run(*words, cwd=root)
+    assert green.returncode == 0, green.stdout[-4000:] + green.stderr[-2000:]
+    mutant = [w.replace("mypkg.layers:SwiGLU", "mypkg.layers:SwiGLUGelu") for w in words]
+    red = pytest_run(*mutant, "--check", "values", cwd=root)
+    assert red.returncode == EXIT_FAILED, red.stdout[-4000:]
+    assert "swiglu_vs[SwiGLUGelu-torch-cpu]::values failed: layer mypkg.layers:SwiGLUGelu (torch) vs reference" \
+        in red.stdout, red.stdout[-4000:]
