@@ -38,12 +38,14 @@ LOCATE_UP_TO = 1024      # elements of an input whose disagreeing element is loo
 _checked: dict[str, list] = {}  # sha256 of the contract file -> its problems
 
 
-def load_checked(path, max_input_elements: int | None = None, budget=None, raw: bytes | None = None) -> Contract:
+def load_checked(path, max_input_elements: int | None = None, budget=None, raw: bytes | None = None,
+                 pythons: dict | None = None) -> Contract:
     """The contract at ``path`` as a run uses it: loaded (``load_contract``, the reference's names looked up in the
-    reference executor), then its reference checked against itself. Every problem is a ``ContractError``."""
+    reference executor), then its reference checked against itself. Every problem is a ``ContractError``.
+    ``pythons``: --executor-python, where a reference implementation's framework lives in another environment."""
     contract = load_contract(path, max_input_elements, budget, raw=raw, reference_names=reference_names)
     # the rules' problems first, all at once; the reference is run against itself only on a contract that passed
-    problems = [contract.problem(at, message) for at, message in reference_problems(contract)]
+    problems = [contract.problem(at, message) for at, message in reference_problems(contract, pythons)]
     if problems:
         raise ContractError(path, problems)
     return contract
@@ -57,12 +59,12 @@ def reference_names(module: str, timeout: float | None) -> tuple[list[str], str 
     return names_in_executor(module, DEFAULT_TIMEOUT if timeout is None else timeout)
 
 
-def reference_problems(contract) -> list:
+def reference_problems(contract, pythons: dict | None = None) -> list:
     """Every way the reference disagrees with itself, as (field path, message); once per file content
     (``contract.digest``) per process."""
     key = contract.digest
     if key not in _checked and contract.reference.impl:
-        _checked[key] = impl_problems(contract)
+        _checked[key] = impl_problems(contract, pythons)
     if key not in _checked:
         from .boundary.session import reference_deadline
         from .runner import DEFAULT_TIMEOUT
@@ -71,19 +73,22 @@ def reference_problems(contract) -> list:
     return list(_checked[key])
 
 
-def impl_problems(contract) -> list:
-    """A ``reference: {impl, framework}``, imported in a throwaway executor: its framework installed, the module and
-    attribute there, of the framework it names. Its values and gradients are the framework's own (trusted, not
-    checked against finite differences); its state map is matched when the checks build it."""
+def impl_problems(contract, pythons: dict | None = None) -> list:
+    """A ``reference: {impl, framework}``, imported in a throwaway executor (of the framework's --executor-python,
+    where one is given): its framework installed, the module and attribute there, of the framework it names. Its
+    values and gradients are the framework's own (trusted, not checked against finite differences); its state map
+    is matched when the checks build it."""
     from .boundary import RemoteError
     from .boundary.session import detect
     from .frameworks import installed
     ref = contract.reference
-    if not installed(ref.framework):
+    python = (pythons or {}).get(ref.framework)
+    if python is None and not installed(ref.framework):
         return [(("reference", "framework"), f"the reference {ref.impl} is a {ref.framework} implementation, and "
-                                              f"{ref.framework} is not installed here")]
+                                              f"{ref.framework} is not installed here (give its environment with "
+                                              f"--executor-python {ref.framework}=PYTHON)")]
     try:
-        found = detect(ref.impl)
+        found = detect(ref.impl, python)
     except RemoteError as exc:
         return [(("reference", "impl"), f"cannot import {ref.impl}: {exc.remote_text}")]
     except Exception as exc:   # the import ended or hung its process

@@ -195,3 +195,32 @@ def test_a_reference_that_cannot_be_imported_is_a_contract_error(tmp_path):
     assert proc.returncode == 3, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "reference.impl" in proc.stdout + proc.stderr and "Missing" in proc.stdout + proc.stderr
     assert not records
+
+
+def test_a_reference_in_another_environment_runs_in_one_command(tmp_path):
+    """A torch layer against the Gluon LayerNorm, whose framework lives in its own environment (--executor-python):
+    loaded and run there, in one command; green on the correct layer, red on a mutant, naming both sides."""
+    from tests.support import MXNET_PYTHON
+    _needs("torch")
+    if not MXNET_PYTHON.exists():
+        pytest.skip("no .venv-mxnet here")
+    text = (ROOT / "specs" / "layernorm.yaml").read_text().replace("name: layernorm", "name: layernorm_vs_gluon", 1)
+    lines = [("reference: {impl: \"layer_conformance.reference_impls.mxnet.layernorm:LayerNorm\", framework: mxnet}"
+              if line.startswith("reference:") else line) for line in text.splitlines()]
+    (tmp_path / "ln.yaml").write_text("\n".join(lines) + "\n")
+    run = ("--contract", "ln.yaml", "--framework", "torch", "--check", "values", "--check", "gradients")
+    there = ("--executor-python", f"mxnet={MXNET_PYTHON}")
+    env = {"PYTHONPATH": str(ROOT)}
+    green = pytest_run("-q", *run, *there, "--impl", "layer_conformance.reference_impls.torch.layernorm:LayerNorm",
+                       cwd=tmp_path, env=env)
+    assert green.returncode == 0, green.stdout[-3000:] + green.stderr[-2000:]
+    red = pytest_run("-q", *run, *there, "--impl", "tests.mutants.torch_contracts:LayerNormUnbiasedVariance",
+                     "--dtype", "float32", cwd=tmp_path, env=env)
+    assert red.returncode == 1, red.stdout[-3000:]
+    assert ("values failed: layer tests.mutants.torch_contracts:LayerNormUnbiasedVariance (torch) vs reference "
+            "layer_conformance.reference_impls.mxnet.layernorm:LayerNorm (mxnet): case 'random'") in red.stdout
+    if not installed("mxnet"):   # without its environment: the contract's problem, said at load (exit 3)
+        alone = pytest_run("-q", *run, "--impl", "layer_conformance.reference_impls.torch.layernorm:LayerNorm",
+                           cwd=tmp_path, env=env)
+        assert alone.returncode == 3, alone.stdout[-2000:] + alone.stderr[-2000:]
+        assert "give its environment with --executor-python mxnet=PYTHON" in alone.stdout + alone.stderr

@@ -141,7 +141,7 @@ class ContractFile(pytest.File):
         key = str(self.path.resolve())
         from ..reference_check import load_checked
         contract = run.contracts.get(key) or load_checked(self.path, run.max_input_elements, run.budget,
-                                                          raw=run.inputs.raw(self.path))
+                                                          raw=run.inputs.raw(self.path), pythons=run.pythons)
         for t, name, device, dtype, impl in run.target_nodes(key, contract):
             yield TargetNode.from_parent(self, name=name, target=t, contract=contract, device=device,
                                          impl_label=impl, dtype=dtype)

@@ -264,7 +264,7 @@ def _targets(config, asked: _Asked, pythons: dict, executors: Executors | None):
         stop_for_broken_contract(str(exc))
 
 
-def _contracts(paths, max_input_elements, budget, inputs) -> dict:
+def _contracts(paths, max_input_elements, budget, inputs, pythons: dict) -> dict:
     """Every planned contract, validated now, so that a broken one is reported before collection: each loaded,
     then its reference run against itself (the step that runs code, in the reference executor)."""
     from ..reference_check import load_checked
@@ -272,7 +272,7 @@ def _contracts(paths, max_input_elements, budget, inputs) -> dict:
     for path in paths:
         try:
             contracts[path] = load_checked(path, max_input_elements, budget,
-                                           raw=inputs.raw(path))   # as read before any user code
+                                           raw=inputs.raw(path), pythons=pythons)   # as read before any user code
         except ContractError as exc:
             broken.append(str(exc))
     if broken:
@@ -355,7 +355,7 @@ def configure(config, judge_modules) -> tuple[Configured, Executors | None]:
     for t in targets:
         by_path.setdefault(str(Path(t.contract_path).resolve()), []).append(t)
     paths = tuple(sorted(by_path))
-    contracts = _contracts(paths, max_input_elements, budget, inputs)
+    contracts = _contracts(paths, max_input_elements, budget, inputs, pythons)
     dtypes = _dtypes(config, targets, contracts)
     from .. import targets as targets_mod
     # a binding that does not fit its layer's constructor: said once, before any check runs (exit 4)
