@@ -64,13 +64,24 @@ def _layer(rctx, state: dict):
     try:
         mapping = rctx.slot_map(layer, strict=True)
     except CheckFailed as exc:   # a slot its state map does not find
-        raise ReferenceProblem(f"the contract's reference {rctx.impl_name}: {exc.message} (in `reference: "
-                               f"{{state_map}}`)") from None
+        raise ReferenceProblem(f"the contract's reference {rctx.impl_name}: {_as_yaml(exc.message)}") from None
     for slot, value in state.items():
         if slot in mapping:
             rctx.assign_slot(layer, mapping[slot], np.asarray(value, dtype=np.float64)
                              if is_floating(np.asarray(value).dtype) else value)
     return layer
+
+
+def _as_yaml(message: str) -> str:
+    """The state-map hint said for the reference, whose map is the contract's ``reference.state_map``, not an
+    option: "use --state-map a=x --state-map b=y" -> 'add to reference.state_map: ["a=x", "b=y"]'."""
+    import re
+    hint = re.search(r"use ((?:--state-map \S+ ?)+)", message)
+    if hint is None:
+        return f"{message} (in `reference: {{state_map}}`)"
+    entries = ", ".join(f'"{e}"' for e in re.findall(r"--state-map (\S+)", hint.group(1)))
+    return message[:hint.start()] + f"add to the contract's reference.state_map: [{entries}]" + \
+        message[hint.end():].rstrip()
 
 
 def _called(what: str, rctx, fn, *args):

@@ -224,3 +224,12 @@ def test_a_reference_in_another_environment_runs_in_one_command(tmp_path):
                            cwd=tmp_path, env=env)
         assert alone.returncode == 3, alone.stdout[-2000:] + alone.stderr[-2000:]
         assert "give its environment with --executor-python mxnet=PYTHON" in alone.stdout + alone.stderr
+
+
+def test_the_reference_state_map_hint_is_said_as_the_contract_field():
+    # the reference's map is the contract's reference.state_map, not the --state-map option
+    from layer_conformance.impl_reference import _as_yaml
+    said = _as_yaml("cannot find state slot(s) 'w1', 'w3' in the layer (its state: ['w1.weight', 'w3.weight']); "
+                    "use --state-map w1=w1.weight --state-map w3=w3.weight")
+    assert said.endswith("""add to the contract's reference.state_map: ["w1=w1.weight", "w3=w3.weight"]"""), said
+    assert "--state-map" not in said
