@@ -9,7 +9,8 @@
     python benchmarks/bench.py --opt-in --both-only --rounds 2   # only the runs without and with compiled + export
     python benchmarks/bench.py --dtypes        # only the matrix without and with the contracts' dtypes
     python benchmarks/bench.py --sandbox --frameworks torch   # the executors' sandbox: its cost per target
-    python benchmarks/bench.py --inner-loop --rounds 3        # one layer per framework against its own figure
+    python benchmarks/bench.py --inner-loop --rounds 3        # one layer per framework against its own figure,
+                                                              # and the cold cost of one more binding (1 against 8)
     python benchmarks/bench.py --new-axes --rounds 2          # what the checks of the new axes (issue 32) add
     python benchmarks/bench.py --new-contracts --rounds 2     # what the newest bundled contracts add
 
@@ -498,6 +499,50 @@ def inner_loop(frameworks: list[str], rounds: int) -> dict:
     return out
 
 
+# the cold per-binding cost a repository of many layers pays for one more (issue 47's bounds, seconds)
+MARGINAL_BOUND_S = {"torch": 1.5, "tensorflow": 1.5, "jax": 2.0}
+
+
+def marginal(frameworks: list[str], rounds: int, many: int = 8) -> dict:
+    """Per framework, interleaved, ``rounds`` times (medians): one command over a bindings file of 1 layer, and one
+    over ``many`` layers, each a module of its own in the user's directory (a copy of the bundled rmsnorm: as a
+    repository of layers holds them), cold (a run that starts its zygote); the cost of one more binding is
+    (wall(many) - wall(1)) / (many - 1)."""
+    import statistics
+    import yaml
+    from layer_conformance.targets import bundled_impl
+    out: dict = {}
+    for fw in frameworks:
+        walls: dict = {"one": [], "many": []}
+        summaries: dict = {}
+        with tempfile.TemporaryDirectory() as user:
+            env = {"PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": str(Path(user) / ".cache")}
+            module, _, attr = bundled_impl(fw, "rmsnorm").partition(":")
+            source = Path(__import__("importlib").util.find_spec(module).origin).read_text()
+            arg_map = {"d": ""} if fw == "tensorflow" else None
+            for i in range(many):
+                (Path(user) / f"mylayer{i}.py").write_text(source)
+            for label, n in (("one", 1), ("many", many)):
+                entries = [{"contract": "rmsnorm", "impl": f"mylayer{i}:{attr}", "framework": fw,
+                            **({"arg_map": arg_map} if arg_map else {})} for i in range(n)]
+                (Path(user) / f"{label}.yaml").write_text(yaml.safe_dump(entries))
+            for _ in range(rounds):
+                for label in ("one", "many"):
+                    wall, proc = _run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p",
+                                       "no:hypothesispytest", "-q", "-n", "0", "--bindings", f"{label}.yaml"],
+                                      cwd=user, env={**env, "PYTHONPATH": f"{user}{os.pathsep}{ROOT}"})
+                    summary = _last_line(proc.stdout)
+                    if not summary or "passed" not in summary or "failed" in summary:
+                        raise SystemExit(f"{fw}: the {label}-binding run did not pass: {proc.stdout[-2000:]}")
+                    walls[label].append(wall)
+                    summaries[label] = summary
+        med = {k: statistics.median(v) for k, v in walls.items()}
+        per = (med["many"] - med["one"]) / (many - 1)
+        out[fw] = {"median_s": med, "walls": walls, "summaries": summaries, "many": many, "per_binding_s": per,
+                   "bound_s": MARGINAL_BOUND_S.get(fw)}
+    return out
+
+
 def opt_in(frameworks: list[str], rounds: int = 1, singles: bool = True) -> dict:
     """The bundled matrix at -n 0 with the default checks, then with each opt-in check added, in turn; then
     the default checks without and with ``compiled`` and ``export`` at -n 2, as scripts/conformance.sh runs it.
@@ -644,8 +689,14 @@ def main(argv=None):
                   f"{m['warm']:.1f} s ({r['warm_ratio']:.2f}x {r['against']}), first failure at "
                   f"{m['warm_first_failure']:.1f} s ({r['warm_first_failure_ratio']:.2f}x the import) "
                   f"(medians of {args.rounds})")
+        mc = marginal(frameworks, args.rounds)
+        for fw, r in mc.items():
+            m, bound = r["median_s"], r["bound_s"]
+            verdict = "" if bound is None else f" (bound {bound:.1f} s: {'met' if r['per_binding_s'] <= bound else 'missed'})"
+            print(f"{fw}: one more binding costs {r['per_binding_s']:.2f} s cold{verdict}: 1 binding {m['one']:.1f} s, "
+                  f"{r['many']} bindings {m['many']:.1f} s (medians of {args.rounds})")
         if args.json:
-            Path(args.json).write_text(json.dumps(il, indent=2))
+            Path(args.json).write_text(json.dumps({"inner_loop": il, "marginal": mc}, indent=2))
         return 0
     if args.new_axes:
         a = new_axes(frameworks, args.rounds)
