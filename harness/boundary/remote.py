@@ -139,13 +139,16 @@ class RemoteModule:
         return call
 
 
-def reference_in_dtype(module: RemoteModule, function: str, dtype: str, *args, **kwargs) -> tuple:
+def reference_in_dtype(module: RemoteModule, function: str, dtype: str, args: list, kwargs: dict,
+                       accumulate: str | None = None) -> tuple:
     """``module``'s ``function`` run in ``dtype`` below float64 in the reference executor: (its result, rounded to
-    the dtype, as float64; how it ran there); each distinct call made once."""
-    key = ("in_dtype", function, dtype, _call_key([list(args), kwargs]))
+    the dtype, as float64; how it ran there); each distinct call made once. ``accumulate``: the contract's, the
+    precision the emulation holds statistics in (layerside/rounding.py)."""
+    key = ("in_dtype", function, dtype, accumulate, _call_key([list(args), kwargs]))
     if key not in module._cache:
         module._cache[key] = module._executor.request("reference_in_dtype", module=module._name, function=function,
-                                                      dtype=dtype, args=list(args), kwargs=kwargs)
+                                                      dtype=dtype, args=list(args), kwargs=kwargs,
+                                                      accumulate=accumulate)
     return module._cache[key]
 
 

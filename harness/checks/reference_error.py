@@ -21,7 +21,8 @@ def _in_dtype(ctx, function: str, dtype: str, args: list, state: dict) -> tuple:
     module, _, _ = reference(ctx.contract)
     args = [np.asarray(a, dtype=np.float64) if isinstance(a, np.ndarray) and is_floating(a.dtype) else a
             for a in args]
-    return reference_in_dtype(module, function, dtype, *args, **{**ctx.contract.constructor, **state})
+    return reference_in_dtype(module, function, dtype, args, {**ctx.contract.constructor, **state},
+                              accumulate=ctx.contract.accumulate)
 
 
 def forward_in(ctx, inputs, state):

@@ -380,10 +380,10 @@ class Server:
     def op_reference(self, module: str, function: str, args=(), kwargs=None):
         return getattr(self._module(module), function)(*args, **(kwargs or {}))
 
-    def op_reference_in_dtype(self, module: str, function: str, dtype: str, args=(), kwargs=None):
+    def op_reference_in_dtype(self, module: str, function: str, dtype: str, args=(), kwargs=None, accumulate=None):
         """The reference's ``function`` run in ``dtype`` (below float64): (its result, how it ran) (layerside/rounding.py)."""
         from .rounding import run_in_dtype
-        return run_in_dtype(getattr(self._module(module), function), dtype, list(args), kwargs or {})
+        return run_in_dtype(getattr(self._module(module), function), dtype, list(args), kwargs or {}, accumulate)
 
     def op_reference_names(self, module: str):
         """The callables a contract's reference module defines (validated at load)."""
