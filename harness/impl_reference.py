@@ -111,8 +111,9 @@ def vjp(ctx, cotangent, inputs, state) -> dict:
     args = _float64(inputs)
     idx = [i for i, a in enumerate(args) if is_floating(a.dtype)]
     names = list(ctx.contract.cases[0].inputs)
-    _, grads, state_grads = _called("its backward", rctx, rctx.adapter.vjp, rctx.callable(layer), layer, args, idx,
-                                    np.asarray(cotangent, dtype=np.float64))
+    got = _called("its backward", rctx, rctx.adapter.vjp, rctx.callable(layer), layer, args, idx,
+                  np.asarray(cotangent, dtype=np.float64))
+    grads, state_grads = got.inputs, got.state
     out = {names[i]: np.asarray(rctx.adapter.numpy(grads[i])) if grads[i] is not None else np.zeros_like(args[i])
            for i in idx}
     if layer is not None:

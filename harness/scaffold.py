@@ -230,7 +230,8 @@ def _observe(adapter, handle, framework: str, constructor: dict, inputs: dict) -
     grad_inputs, grad_slots = [], []
     if wrt or any(s.trainable for s in slots):
         cotangent = np.ones(adapter.numpy(out).shape, dtype=np.asarray(adapter.numpy(out)).dtype)
-        _, input_grads, state_grads = adapter.vjp(layer, layer, arrays, wrt, cotangent)
+        got = adapter.vjp(layer, layer, arrays, wrt, cotangent)
+        input_grads, state_grads = got.inputs, got.state
         names = list(inputs)
         grad_inputs = [names[i] for i in wrt if input_grads[i] is not None]
         grad_slots = [s.name for s in slots if s.trainable and state_grads.get(s.path) is not None]
@@ -333,7 +334,8 @@ def _cast(a, dtype: str):
 
 def _run(adapter, layer, inputs: list, wrt: list, cotangent, grad_paths: list) -> dict:
     """The layer's output and gradients (the differentiated inputs', then the slots'), in float64."""
-    out, grad_in, grad_state = adapter.vjp(layer, layer, inputs, wrt, cotangent)
+    got = adapter.vjp(layer, layer, inputs, wrt, cotangent)
+    out, grad_in, grad_state = got.output, got.inputs, got.state
 
     def read(t):
         return None if t is None else np.asarray(adapter.numpy(t)).astype(np.float64)

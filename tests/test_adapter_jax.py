@@ -46,9 +46,10 @@ def test_stop_gradient_ste_agrees_with_custom_vjp(jax_session):
         assert {k: r["outcome"] for k, r in records.items()} == {"values": "passed", "gradients": "passed"}, records
     w = np.random.default_rng(0).normal(scale=3.0, size=(4, 6)).astype(np.float32)
     ct = np.random.default_rng(1).normal(size=w.shape)
-    out_a, (g_a,), _ = ADAPTER.vjp(ste.round_ste, None, [w], [0], ct)
-    out_b, (g_b,), _ = ADAPTER.vjp(ste.round_ste_stop_gradient, None, [w], [0], ct)
-    assert np.array_equal(ADAPTER.numpy(out_a), ADAPTER.numpy(out_b))
+    a = ADAPTER.vjp(ste.round_ste, None, [w], [0], ct)
+    b = ADAPTER.vjp(ste.round_ste_stop_gradient, None, [w], [0], ct)
+    (g_a,), (g_b,) = a.inputs, b.inputs
+    assert np.array_equal(ADAPTER.numpy(a.output), ADAPTER.numpy(b.output))
     assert np.array_equal(ADAPTER.numpy(g_a), ADAPTER.numpy(g_b))
     assert np.array_equal(ADAPTER.numpy(g_a), ct.astype(np.float32))
 
@@ -94,7 +95,8 @@ def test_non_trainable_state_gets_no_gradient_and_names_are_paths():
 
     net = Net()
     x = np.random.default_rng(0).normal(size=(3, 4)).astype(np.float32)
-    _, (gx,), grads = ADAPTER.vjp(net, net, [x], [0], np.ones((3, 4)))
+    got = ADAPTER.vjp(net, net, [x], [0], np.ones((3, 4)))
+    (gx,), grads = got.inputs, got.state
     assert set(grads) == {"layers.0.gain", "layers.1.gain", "scale"}
     assert grads["scale"] is None and grads["layers.1.gain"].shape == (4,) and gx.shape == (3, 4)
 
@@ -230,9 +232,10 @@ def test_python_runs_on_every_call_and_no_stale_program_is_reused():
     x = np.random.default_rng(0).normal(size=(2, 8)).astype(np.float32)
     try:
         SCALE[0] = 1.0
-        once, (g_once,), _ = ADAPTER.vjp(layer, layer, [x], [0], np.ones((2, 8)))
+        first = ADAPTER.vjp(layer, layer, [x], [0], np.ones((2, 8)))
         SCALE[0] = 3.0
-        thrice, (g_thrice,), _ = ADAPTER.vjp(layer, layer, [x], [0], np.ones((2, 8)))
+        third = ADAPTER.vjp(layer, layer, [x], [0], np.ones((2, 8)))
+        (once, (g_once,)), (thrice, (g_thrice,)) = (first.output, first.inputs), (third.output, third.inputs)
         called = ADAPTER.numpy(ADAPTER.call(layer, [x]))
     finally:
         SCALE[0] = 1.0

@@ -23,6 +23,8 @@ from layer_conformance.boundary import Session
 from layer_conformance.check_catalog import NA_REASONS
 from layer_conformance.contract import bundled_contracts, load_contract
 from layer_conformance.frameworks import FRAMEWORKS
+from layer_conformance.protocol.autodiff import Gradients, SecondOrder, Tangents
+from layer_conformance.protocol.layout import AliasedGradient
 from layer_conformance.runner import context_for
 from layer_conformance.targets import bundled_impl
 from tests.support import executor_pythons
@@ -188,21 +190,25 @@ def area_core(k: Kit):
 
 
 def area_autodiff(k: Kit):
-    out, grads, state = k.ask("vjp", k.layer, k.layer, k.X, [0], k.cot)
-    k.tensor_like(out, (ROWS, WIDTH), "vjp's output")
-    k.grads_like(grads, [(ROWS, WIDTH)], "vjp's input gradients")
+    got = k.ask("vjp", k.layer, k.layer, k.X, [0], k.cot)
+    assert isinstance(got, Gradients), got
+    k.tensor_like(got.output, (ROWS, WIDTH), "vjp's output")
+    k.grads_like(got.inputs, [(ROWS, WIDTH)], "vjp's input gradients")
+    state = got.state
     assert isinstance(state, dict) and len(state) == 1 and all(g is not None for g in state.values()), state
     answer = k.ask("jvp", k.layer, k.layer, k.X, [np.ones_like(k.X[0])])
     if answer is not None:
-        k.tensor_like(answer[0], (ROWS, WIDTH), "jvp's output")
-        k.tensor_like(answer[1], (ROWS, WIDTH), "jvp's tangent")
+        assert isinstance(answer, Tangents), answer
+        k.tensor_like(answer.output, (ROWS, WIDTH), "jvp's output")
+        k.tensor_like(answer.tangent, (ROWS, WIDTH), "jvp's tangent")
     f = k.fctx.adapter
     fn = k.ask("as_callable", k.fctx.impl, adapter=f)
     k.tensor_like(f.call(fn, k.fin), (4,), "a function's call")
     assert k.ask("custom_rule_recorded", fn, k.fin, [0, 1, 2], adapter=f) in (True, False, None)
     second = k.ask("hvp", k.layer, k.layer, k.X, [0], k.cot, [np.ones_like(k.X[0])])
     if second is not None:
-        k.grads_like(second, [(ROWS, WIDTH)], "hvp")
+        assert isinstance(second, SecondOrder), second
+        k.grads_like(second.inputs, [(ROWS, WIDTH)], "hvp")
 
 
 def area_compile(k: Kit):
@@ -213,13 +219,15 @@ def area_compile(k: Kit):
         k.asked.update({"compiled_call", "compiled_vjp", "compile_stats"})
     else:
         k.tensor_like(k.ask("compiled_call", compiled, k.X), (ROWS, WIDTH), "compiled_call")
-        out, grads, _ = k.ask("compiled_vjp", compiled, k.layer, k.X, [0], k.cot)
-        k.grads_like(grads, [(ROWS, WIDTH)], "compiled_vjp")
+        got = k.ask("compiled_vjp", compiled, k.layer, k.X, [0], k.cot)
+        assert isinstance(got, Gradients), got
+        k.grads_like(got.inputs, [(ROWS, WIDTH)], "compiled_vjp")
         stats = k.ask("compile_stats", compiled)
         assert isinstance(_get(stats, "traces"), int) and isinstance(_get(stats, "graphs"), int), stats
     k.tensor_like(k.ask("eager_call", k.layer, k.X), (ROWS, WIDTH), "eager_call")
-    out, grads, _ = k.ask("eager_vjp", k.layer, k.layer, k.X, [0], k.cot)
-    k.grads_like(grads, [(ROWS, WIDTH)], "eager_vjp")
+    got = k.ask("eager_vjp", k.layer, k.layer, k.X, [0], k.cot)
+    assert isinstance(got, Gradients), got
+    k.grads_like(got.inputs, [(ROWS, WIDTH)], "eager_vjp")
     k.ask("compilation_cache", tempfile.mkdtemp(prefix="conformance-suite-cache-"))
 
 
@@ -303,11 +311,13 @@ def area_layout(k: Kit):
         assert isinstance(layouts, list) and all(isinstance(s, str) for s in layouts), layouts
     out = k.ask("layout_vjp", k.layer, k.layer, k.X, [0], k.cot, (layouts or ["contiguous"])[0])
     if out is not None:
-        k.grads_like(out[1], [(ROWS, WIDTH)], "layout_vjp")
+        assert isinstance(out, Gradients), out
+        k.grads_like(out.inputs, [(ROWS, WIDTH)], "layout_vjp")
     aliased = k.ask("aliased_vjp", k.fn, k.fin, 1, 2, k.fcot, adapter=k.fctx.adapter)
     if aliased is not None:
-        k.tensor_like(aliased[0], (4,), "aliased_vjp's output")
-        k.tensor_like(aliased[1], (4,), "aliased_vjp's gradient")
+        assert isinstance(aliased, AliasedGradient), aliased
+        k.tensor_like(aliased.output, (4,), "aliased_vjp's output")
+        k.tensor_like(aliased.gradient, (4,), "aliased_vjp's gradient")
     changes = k.ask("input_changes", k.layer, k.layer, k.X, [0], k.cot)
     if changes is not None:
         assert tuple(_get(changes, "forward")) == () and tuple(_get(changes, "backward")) == (), changes

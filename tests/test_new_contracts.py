@@ -111,9 +111,9 @@ def test_safe_norm_forward_mode_gives_the_documented_pair(torch_session):
     # torch's first jvp scripts its decompositions (ast.parse) here, in the judge's process, where the session's
     # executors start on other threads: not at the same time as their bootstrap (client.SOCKET_BOOTSTRAP says why)
     with SOCKET_BOOTSTRAP:
-        out, tangent = get_adapter("torch").jvp(IMPL.apply, None, [np.array([3.0, 4.0], np.float32)],
-                                                [np.array([1.0, 0.0], np.float32)])
-    assert (float(out), float(tangent)) == pytest.approx((5.0, 0.6))
+        pushed = get_adapter("torch").jvp(IMPL.apply, None, [np.array([3.0, 4.0], np.float32)],
+                                          [np.array([1.0, 0.0], np.float32)])
+    assert (float(pushed.output), float(pushed.tangent)) == pytest.approx((5.0, 0.6))
     assert torch_run(torch_session, "safe_norm", "forward_mode")["outcome"] == "passed"
 
 

@@ -60,7 +60,7 @@ def _same_tensor(ctx, problems, hints):
     same[j] = np.array(inputs[i], copy=True)
     rng = inputs_mod.rng_for(ctx.seed, contract.name, "aliasing")
     ct = rng.standard_normal(ctx.output_numpy(adapter.call(fn, same), "the output").shape)
-    _, grads, _ = adapter.vjp(fn, None, same, [i, j], ct)
+    grads = adapter.vjp(fn, None, same, [i, j], ct).inputs
     if grads[i] is None or grads[j] is None:
         raise NotApplicable(f"one tensor passed twice: the normal call gives no gradient for {names[i]!r} or "
                             f"{names[j]!r}", code="no_gradient")
@@ -73,7 +73,7 @@ def _same_tensor(ctx, problems, hints):
     ways = [("eagerly", None)] + [(f"under {c}", c) for c in adapter.compilers(ctx.compile_backend)[:1]]
     for way, compiler in ways:
         try:
-            _, got = adapter.aliased_vjp(fn, same, i, j, ct, compiled=compiler)
+            got = adapter.aliased_vjp(fn, same, i, j, ct, compiled=compiler).gradient
         except NotApplicable as exc:
             said.append(f"{way} n/a: {exc}")
             continue

@@ -186,7 +186,7 @@ def _vectorised_gradients(ctx, fn, case, inputs, in_axes, axis, required, proble
         return None
     rng = inputs_mod.rng_for(ctx.seed, ctx.contract.name, "batching")
     ct = rng.standard_normal(full.shape).astype(full.dtype)
-    _, plain, _ = ctx.adapter.vjp(fn, None, inputs, wrt, ct)
+    plain = ctx.adapter.vjp(fn, None, inputs, wrt, ct).inputs
     got, not_run = adapter_part(ctx, "vmap_vjp", fn, inputs, in_axes, axis, wrt, ct, required,
                                 failed=lambda exc: f"case {name!r}: the gradient under the framework's vectorising "
                                                    f"transform raised {unexpected_error(exc)}{_value_read(ctx, exc)}")

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..compare import describe_mismatch
 from .base import CheckFailed, CheckSkipped, unexpected_error
+from ..protocol.autodiff import Gradients
 from ..protocol.compile import CompileStats
 from .mistakes import Findings, hint
 
@@ -219,9 +220,9 @@ class _CompilerRun:
             if training_first:  # traced in training mode first: evaluation must still be honoured
                 adapter.compiled_call(self.compiled, inputs, training=True)
             if self.differentiate and idx:
-                c_out, c_in, c_state = adapter.compiled_vjp(self.compiled, self.layer, inputs, idx, ct)
-            else:
-                c_out, c_in, c_state = adapter.compiled_call(self.compiled, inputs), [None] * n, {}
+                c = adapter.compiled_vjp(self.compiled, self.layer, inputs, idx, ct)
+            else:  # the output alone, in the vjp's reply type
+                c = Gradients(output=adapter.compiled_call(self.compiled, inputs), inputs=(None,) * n, state={})
         except (CheckSkipped, CheckFailed):
             raise
         except Exception as exc:
@@ -232,13 +233,12 @@ class _CompilerRun:
             self.hints.say(why)
             return None
         if self.differentiate and idx:
-            e_out, e_in, e_state = adapter.eager_vjp(ctx.callable(self.eager_layer), self.eager_layer, inputs, idx,
-                                                     ct, op_by_op=op_by_op)
+            e = adapter.eager_vjp(ctx.callable(self.eager_layer), self.eager_layer, inputs, idx, ct, op_by_op=op_by_op)
         else:
-            e_out, e_in, e_state = adapter.eager_call(ctx.callable(self.eager_layer), inputs, op_by_op=op_by_op), \
-                [None] * n, {}
-        got = _np(adapter, c_out)
-        for what, g, w in self._pairs(got, _np(adapter, e_out), idx, c_in, e_in, c_state, e_state, n):
+            e = Gradients(output=adapter.eager_call(ctx.callable(self.eager_layer), inputs, op_by_op=op_by_op),
+                          inputs=(None,) * n, state={})
+        got = _np(adapter, c.output)
+        for what, g, w in self._pairs(got, _np(adapter, e.output), idx, c.inputs, e.inputs, c.state, e.state, n):
             self._compare_one(label, what, g, w, inputs, op_by_op)
         return got
 

@@ -63,9 +63,9 @@ def _same(a, b) -> bool:
 
 def _grads(adapter, fn, layer, inputs, idx, cotangent):
     """(input gradients by index, state gradients by name) as numpy (None where absent)."""
-    _, g_in, g_state = adapter.vjp(fn, layer, inputs, idx, cotangent)
+    got = adapter.vjp(fn, layer, inputs, idx, cotangent)
     conv = lambda g: None if g is None else adapter.numpy(g)  # noqa: E731
-    return {i: conv(g_in[i]) for i in idx}, {k: conv(g) for k, g in (g_state or {}).items()}
+    return {i: conv(got.inputs[i]) for i in idx}, {k: conv(g) for k, g in (got.state or {}).items()}
 
 
 def check_export(ctx):

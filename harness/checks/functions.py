@@ -59,10 +59,10 @@ def check_native_function(ctx, spec):
         case_names, idx, _ = contract.differentiated(case)
         ones = np.ones(want.shape)
         try:
-            _, g_ours, _ = adapter.vjp(ours, None, inputs, idx, ones)
+            g_ours = adapter.vjp(ours, None, inputs, idx, ones).inputs
         except Exception as exc:
             raise CheckFailed(f"case {case.name!r}: differentiating raised {unexpected_error(exc)}") from exc
-        _, g_native, _ = adapter.vjp(native, None, inputs, idx, ones)
+        g_native = adapter.vjp(native, None, inputs, idx, ones).inputs
         for i in idx:
             a, b = _as_numpy(ctx, g_ours[i]), _as_numpy(ctx, g_native[i])
             a = np.zeros(inputs[i].shape) if a is None else a
@@ -104,7 +104,7 @@ def nondiff_probe(ctx, case, layer, inputs, cotangent, notes: list) -> list[str]
     wanted = sorted(set(probe) | {i for i, (_, s) in enumerate(specs)
                                   if s.differentiable and s.floating})
     try:
-        _, grads, _ = ctx.adapter.vjp(ctx.callable(layer), layer, inputs, wanted, cotangent)
+        grads = ctx.adapter.vjp(ctx.callable(layer), layer, inputs, wanted, cotangent).inputs
     except Exception as exc:
         notes.append(f"case {case.name!r}: asked for a gradient w.r.t. non-differentiable {labels}, the "
                      f"framework refused ({unexpected_error(exc)}), so it gets no cotangent")

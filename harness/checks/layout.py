@@ -52,21 +52,21 @@ def check_layout(ctx):
                 raise CheckFailed(f"case {case.name!r}: the layer on {layout} inputs and output gradient (same "
                                   f"values, other strides) raised {unexpected_error(exc)}. {why}") from exc
         said[case.name] = layouts
-        out0, grads0, state0 = runs["contiguous"]
-        want = ctx.output_numpy(out0, "the contiguous output")
+        first = runs["contiguous"]
+        want = ctx.output_numpy(first.output, "the contiguous output")
         rtol, atol = ctx.tolerance("values", str(want.dtype))
         for layout in layouts:
-            out, grads, sgrads = runs[layout]
+            run = runs[layout]
             where = f"case {case.name!r}, {layout} inputs"
-            diff = describe_mismatch(ctx.output_numpy(out, f"the output on {layout} inputs"), want, rtol, atol,
+            diff = describe_mismatch(ctx.output_numpy(run.output, f"the output on {layout} inputs"), want, rtol, atol,
                                      what=f"{where}: the output against the contiguous inputs'")
             if diff:
                 problems.append(diff)
                 continue
             if not backward:
                 continue
-            pairs = [(f"input {names[i]!r}", grads[i], grads0[i]) for i in idx]
-            pairs += [(f"slot {s!r}", sgrads.get(mapping.get(s)), state0.get(mapping.get(s))) for s in slots]
+            pairs = [(f"input {names[i]!r}", run.inputs[i], first.inputs[i]) for i in idx]
+            pairs += [(f"slot {s!r}", run.state.get(mapping.get(s)), first.state.get(mapping.get(s))) for s in slots]
             for label, got, ref in pairs:
                 if got is None and ref is None:
                     continue

@@ -141,11 +141,11 @@ def check_device_parity(ctx):
     idx = [i for i, (n, s) in enumerate(case.inputs.items())
            if s.dtype.startswith("float") and s.differentiable]
     layer = ctx.new_layer(state, strict=False)
-    out, grads, sgrads = adapter.vjp(ctx.callable(layer), layer, inputs, idx,
-                                     np.ones(ctx.output_numpy(ctx.run(layer, inputs)).shape))
-    base = {"output": adapter.numpy(out)}
-    base.update({f"gradient of input {i}": adapter.numpy(grads[i]) for i in idx if grads[i] is not None})
-    base.update({f"gradient of {k}": adapter.numpy(g) for k, g in sgrads.items() if g is not None})
+    grads = adapter.vjp(ctx.callable(layer), layer, inputs, idx, np.ones(ctx.output_numpy(ctx.run(layer, inputs)).shape))
+    base = {"output": adapter.numpy(grads.output)}
+    base.update({f"gradient of input {i}": adapter.numpy(grads.inputs[i])
+                 for i in idx if grads.inputs[i] is not None})
+    base.update({f"gradient of {k}": adapter.numpy(g) for k, g in grads.state.items() if g is not None})
     problems, worst = [], 0.0
     for device in targets:
         moved = ctx.new_layer(state, strict=False)
@@ -153,13 +153,14 @@ def check_device_parity(ctx):
             moved = adapter.move(moved, device, rebuild=ctx.rebuilder(state, moved))
         args = [adapter.tensor(a, device) for a in inputs]
         try:
-            out, grads, sgrads = adapter.vjp(ctx.callable(moved), moved, args, idx, np.ones(base["output"].shape))
+            grads = adapter.vjp(ctx.callable(moved), moved, args, idx, np.ones(base["output"].shape))
         except Exception as exc:
             problems.append(f"differentiating on {device} raised {unexpected_error(exc)}")
             continue
-        got = {"output": adapter.numpy(out)}
-        got.update({f"gradient of input {i}": adapter.numpy(grads[i]) for i in idx if grads[i] is not None})
-        got.update({f"gradient of {k}": adapter.numpy(g) for k, g in sgrads.items() if g is not None})
+        got = {"output": adapter.numpy(grads.output)}
+        got.update({f"gradient of input {i}": adapter.numpy(grads.inputs[i])
+                    for i in idx if grads.inputs[i] is not None})
+        got.update({f"gradient of {k}": adapter.numpy(g) for k, g in grads.state.items() if g is not None})
         for what, want in base.items():
             if what not in got:
                 problems.append(f"on {device}: no {what} (it exists on cpu)")

@@ -55,7 +55,7 @@ def check_second_order(ctx):
         layer, state, _ = ctx.layer_at(state)
         kw = {**contract.constructor, **state}
         try:
-            got = ctx.adapter.hvp(ctx.callable(layer), layer, inputs, idx, g, v)
+            got = ctx.adapter.hvp(ctx.callable(layer), layer, inputs, idx, g, v).inputs
         except (CheckSkipped, NotApplicable):
             raise
         except Exception as exc:

@@ -215,8 +215,8 @@ def check_buffers(ctx):
         inputs = ctx.first_inputs()
         out = ctx.run(layer, inputs)
         ct = np.ones(ctx.output_numpy(out).shape)
-        _, _, state_grads = adapter.vjp(layer, layer, inputs, [i for i, a in enumerate(inputs)
-                                                               if is_floating(a.dtype)], ct)
+        state_grads = adapter.vjp(layer, layer, inputs, [i for i, a in enumerate(inputs) if is_floating(a.dtype)],
+                                  ct).state
         for slot, name in present:
             if state_grads.get(name) is not None:
                 problems.append(f"a gradient reached non-trainable slot {slot!r} ({name!r})")

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import wire
+from .autodiff import Gradients
 from .not_applicable import NotApplicable
 
 
@@ -32,7 +33,7 @@ class CompileProtocol:
         """The compiled output (native) in the given mode."""
         raise NotImplementedError
 
-    def compiled_vjp(self, compiled, layer, inputs: list, wrt: list[int], cotangent):
+    def compiled_vjp(self, compiled, layer, inputs: list, wrt: list[int], cotangent) -> Gradients:
         """``vjp`` with the forward and backward computed by the compiled program (eval mode)."""
         raise NotImplementedError
 
@@ -46,7 +47,7 @@ class CompileProtocol:
         the traced program compiled; the other frameworks' ``call`` is eager either way."""
         return self.call(fn, inputs, training=training)
 
-    def eager_vjp(self, fn, layer, inputs: list, wrt: list[int], cotangent, op_by_op: bool = True):
+    def eager_vjp(self, fn, layer, inputs: list, wrt: list[int], cotangent, op_by_op: bool = True) -> Gradients:
         """The uncompiled ``vjp`` (``op_by_op``: as ``eager_call``)."""
         return self.vjp(fn, layer, inputs, wrt, cotangent)
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import wire
+from .autodiff import Gradients
 from .not_applicable import NotApplicable
 
 
@@ -18,15 +19,16 @@ class LayoutProtocol:
         "strided", "channels_last" for 4-D inputs). ``NotApplicable`` where the framework's arrays have none."""
         raise NotApplicable("no strides: arrays have no memory layout the layer can see", code="no_strides")
 
-    def layout_vjp(self, fn, layer, inputs: list, wrt: list[int], cotangent, layout: str):
+    def layout_vjp(self, fn, layer, inputs: list, wrt: list[int], cotangent, layout: str) -> Gradients:
         """``vjp`` with every input and the output's gradient laid out in memory as ``layout`` says (same values,
-        other strides). Returns (output, input_grads, state_grads) as ``vjp``, native."""
+        other strides). Returns ``Gradients`` as ``vjp``, native."""
         raise NotApplicable("no strides: arrays have no memory layout the layer can see", code="no_strides")
 
-    def aliased_vjp(self, fn, inputs: list, i: int, j: int, cotangent, compiled: str | None = None):
+    def aliased_vjp(self, fn, inputs: list, i: int, j: int, cotangent,
+                    compiled: str | None = None) -> AliasedGradient:
         """For a function: the gradient of sum(fn(*inputs) * cotangent) w.r.t. one tensor passed as both input
         ``i`` and input ``j`` (``inputs[j]`` is left out; the same native object goes in at both places),
-        eagerly, or under ``compiled`` (one of ``compilers()``). Returns (output, gradient), native."""
+        eagerly, or under ``compiled`` (one of ``compilers()``). Returns an ``AliasedGradient``, native."""
         def twice(*xs):
             xs = list(xs)
             xs.insert(j, xs[i])
@@ -34,10 +36,10 @@ class LayoutProtocol:
         rest = [a for k, a in enumerate(inputs) if k != j]
         wrt = [i if i < j else i - 1]
         if compiled is None:
-            out, grads, _ = self.vjp(twice, None, rest, wrt, cotangent)
+            got = self.vjp(twice, None, rest, wrt, cotangent)
         else:
-            out, grads, _ = self.compiled_vjp(self.compile(twice, None, compiled), None, rest, wrt, cotangent)
-        return out, grads[wrt[0]]
+            got = self.compiled_vjp(self.compile(twice, None, compiled), None, rest, wrt, cotangent)
+        return AliasedGradient(output=got.output, gradient=got.inputs[wrt[0]])
 
     def input_changes(self, fn, layer, inputs: list, wrt: list[int], cotangent) -> InputChanges:
         """Whether calling ``fn`` (and one backward pass for the inputs in ``wrt``) changes its inputs in place:
@@ -45,6 +47,14 @@ class LayoutProtocol:
         (not leaves of the graph, so that an in-place write is allowed where the framework allows it).
         ``NotApplicable`` where the framework's arrays cannot change."""
         raise NotImplementedError
+
+
+@wire.reply("layout.AliasedGradient")
+@dataclass(frozen=True)
+class AliasedGradient:
+    """``aliased_vjp``: the output, and the one gradient of the tensor passed at two places, native."""
+    output: Any
+    gradient: Any
 
 
 @wire.reply("layout.InputChanges")

@@ -21,7 +21,7 @@ CHECKS = ROOT / "harness" / "checks"
 ALLOWED = (
     "details",           # the check's details, which it builds itself for the record
     "failure.details",   # a CheckFailed's details (the same, on the failure)
-    "runs",              # layout: the check's own map of layout -> vjp result (tuples, read by position)
+    "runs",              # layout: the check's own map of layout -> vjp reply (a Gradients, read by attribute)
     "base",              # registration: the check's own map of what it compares -> numpy
     "BLOCKING_REASONS",  # blame: a constant table of the checks' words
     "ctx.contract.",     # the contract: frozen data whose user maps (constructor arguments, tolerance tables) are
@@ -64,6 +64,76 @@ def test_no_check_reads_a_reply_by_string_key():
 ])
 def test_the_rule_sees_a_string_key_read(source, bad):
     assert bool(string_key_reads(source)) is bad
+
+
+# the methods whose reply is one reply type (vjp's Gradients, jvp's Tangents, hvp's SecondOrder...)
+ONE_REPLY = frozenset(m for m, (_, many) in protocol.REPLIES.items() if not many)
+
+
+def _reply_call(node) -> str | None:
+    """The method's name where ``node`` is a call of a method with one reply type (``adapter.vjp(...)``)."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ONE_REPLY:
+        return node.func.attr
+    return None
+
+
+def positional_reads(source: str) -> list[tuple[int, str]]:
+    """(line, what) of every reply read by position: a call of a ONE_REPLY method (or a name, or a name's item,
+    that one was assigned to) unpacked as a tuple (``out, grads, _ = adapter.vjp(...)``) or indexed by a number
+    (``adapter.jvp(...)[1]``)."""
+    tree = ast.parse(source)
+    held = set()   # names (or the containers, ``runs[...] = ...``) a reply was assigned to
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and _reply_call(node.value):
+            for target in node.targets:
+                base = target.value if isinstance(target, ast.Subscript) else target
+                if isinstance(base, ast.Name):
+                    held.add(base.id)
+
+    def reply(value) -> str | None:
+        if _reply_call(value):
+            return _reply_call(value)
+        base = value.value if isinstance(value, ast.Subscript) and not _numbered(value) else value
+        return base.id if isinstance(base, ast.Name) and base.id in held else None
+
+    found = []
+    for node in ast.walk(tree):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+            node, (ast.AnnAssign, ast.NamedExpr)) else []
+        value = getattr(node, "value", None)
+        if value is not None and any(isinstance(t, (ast.Tuple, ast.List)) for t in targets) and reply(value):
+            found.append((node.lineno, f"{reply(value)} unpacked as a tuple"))
+        if isinstance(node, ast.Subscript) and _numbered(node) and reply(node.value):
+            found.append((node.lineno, f"{reply(node.value)} indexed by position"))
+    return found
+
+
+def _numbered(node: ast.Subscript) -> bool:
+    s = node.slice
+    return isinstance(s, ast.Constant) and isinstance(s.value, int) or isinstance(s, ast.Slice) or (
+        isinstance(s, ast.UnaryOp) and isinstance(s.operand, ast.Constant))
+
+
+def test_no_check_reads_a_reply_by_position():
+    wrong = [f"harness/checks/{path.name}:{line}: {what}" for path in sorted(CHECKS.glob("*.py"))
+             for line, what in positional_reads(path.read_text())]
+    assert not wrong, "read the reply's fields by name (got.output, got.inputs[i], got.state):\n" + "\n".join(wrong)
+
+
+@pytest.mark.parametrize("source,bad", [
+    ("def f(a):\n    out, grads, _ = a.vjp(1, 2, 3, [0], 4)\n", True),
+    ("def f(a):\n    _, (g,), _ = a.compiled_vjp(1, 2, 3, [0], 4)\n", True),
+    ("def f(a):\n    return a.jvp(1, 2, [3], [4])[1]\n", True),
+    ("def f(a):\n    got = a.hvp(1, 2, 3, [0], 4, 5)\n    return got[0]\n", True),
+    ("def f(a):\n    _, g = a.aliased_vjp(1, [2], 0, 1, 3)\n", True),
+    ("def f(a):\n    runs = {}\n    runs['c'] = a.layout_vjp(1, 2, 3, [0], 4, 'c')\n    o, g, s = runs['c']\n", True),
+    ("def f(a):\n    got = a.vjp(1, 2, 3, [0], 4)\n    return got.output, got.inputs[0], got.state['w']\n", False),
+    ("def f(a):\n    runs = {}\n    runs['c'] = a.layout_vjp(1, 2, 3, [0], 4, 'c')\n    return runs['c'].inputs[0]\n",
+     False),
+    ("def f(a):\n    grads = a.vjp(1, 2, 3, [0], 4).inputs\n    x, = grads\n    return grads[0]\n", False),
+])
+def test_the_rule_sees_a_reply_read_by_position(source, bad):
+    assert bool(positional_reads(source)) is bad
 
 
 def _return_annotations() -> dict[str, str]:

@@ -8,10 +8,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import nnx
 
-from ...protocol.autodiff import AutodiffProtocol
-from .core import _compiled, _value, _wants_x64, _x64
+from ...protocol.autodiff import AutodiffProtocol, SecondOrder, Tangents
+from .core import _compiled, _gradients, _wants_x64, _x64
 
 
 class _NotAnArray(Exception):
@@ -46,11 +45,7 @@ class JaxAutodiff(AutodiffProtocol):
                     whole, ([args[i] for i in wrt], args, params, rest, np.asarray(cotangent)))
             except _NotAnArray as exc:  # raised here, so that the message points at vjp as it always has
                 raise TypeError(f"the output is a {exc}, not a jax.Array") from None
-        by_index = dict(zip(wrt, x_grads))
-        state_grads = {k: None for k in self.non_trainable(layer)}  # non-trainable state is never differentiated
-        if p_grads:
-            state_grads.update({".".join(map(str, k)): _value(g) for k, g in nnx.to_flat_state(p_grads)})
-        return out, [by_index.get(i) for i in range(len(inputs))], state_grads
+        return _gradients(self, layer, out, len(inputs), wrt, x_grads, p_grads)
 
     def jvp(self, fn, layer, inputs, tangents):
         with _x64(_wants_x64(*inputs)):
@@ -60,9 +55,10 @@ class JaxAutodiff(AutodiffProtocol):
 
             def whole(xs, others, ps, rest, ts):
                 return jax.jvp(lambda *xs: pure(xs, others, ps, rest), xs, ts)
-            return self._one_program(whole, ([args[i] for i in pushed], args, params, rest,
-                                             [jnp.asarray(np.asarray(tangents[i]), dtype=args[i].dtype)
-                                              for i in pushed]))
+            out, tangent = self._one_program(whole, ([args[i] for i in pushed], args, params, rest,
+                                                     [jnp.asarray(np.asarray(tangents[i]), dtype=args[i].dtype)
+                                                      for i in pushed]))
+        return Tangents(output=out, tangent=tangent)
 
     def hvp(self, fn, layer, inputs, wrt, cotangent, directions):
         with _x64(_wants_x64(*inputs)):
@@ -80,4 +76,4 @@ class JaxAutodiff(AutodiffProtocol):
             second = self._one_program(whole, ([args[i] for i in wrt], args, params, rest,
                                                np.asarray(cotangent), dirs))
         by_index = dict(zip(wrt, second))
-        return [by_index.get(i) for i in range(len(inputs))]
+        return SecondOrder(inputs=tuple(by_index.get(i) for i in range(len(inputs))))

@@ -5,13 +5,15 @@ deep in a check's stack, where CPython 3.11.7's ast.parse can fail with 'AST con
 mismatch'. It holds no assert that rewriting would serve."""
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
 from ...protocol.compile import CompileProtocol, CompileStats
-from .core import _Compiled, _by_input, _wants_x64, _x64
+from .core import _Compiled, _gradients, _wants_x64, _x64
 
 
 class JaxCompile(CompileProtocol):
@@ -60,10 +62,10 @@ class JaxCompile(CompileProtocol):
 
     def eager_vjp(self, fn, layer, inputs, wrt, cotangent, op_by_op=True):
         if not op_by_op:
-            out, x_grads, state_grads = self.vjp(fn, layer, inputs, wrt, cotangent)
+            got = self.vjp(fn, layer, inputs, wrt, cotangent)
             if isinstance(layer, nnx.Module):  # the layer's own call, as below
-                out = self.call(fn, inputs)
-            return out, x_grads, state_grads
+                got = dataclasses.replace(got, output=self.call(fn, inputs))
+            return got
         with jax.disable_jit(), _x64(_wants_x64(*inputs)):
             args = [self.tensor(a) for a in inputs]
             pure, params, rest = self._pure(fn, layer, wrt)
@@ -76,4 +78,4 @@ class JaxCompile(CompileProtocol):
                 # layer does to itself in Python (a counter, a cache) happens as it does eagerly
                 layer.eval()
                 out = fn(*args)
-        return out, *_by_input(self, layer, len(inputs), wrt, x_grads, p_grads)
+        return _gradients(self, layer, out, len(inputs), wrt, x_grads, p_grads)

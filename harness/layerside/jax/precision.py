@@ -45,9 +45,10 @@ class JaxPrecision(PrecisionProtocol):
         trainable = self.trainable(layer)
         grads, input_grads = {n: None for n in trainable}, [None] * len(inputs)
         if cotangent is not None:
-            out, x_grads, p_grads = self.vjp(layer, layer, inputs, list(wrt), cotangent)
-            input_grads = [None if g is None else self.dtype_name(g) for g in x_grads]
-            grads = {n: None if p_grads.get(n) is None else self.dtype_name(p_grads[n]) for n in trainable}
+            got = self.vjp(layer, layer, inputs, list(wrt), cotangent)
+            out = got.output
+            input_grads = [None if g is None else self.dtype_name(g) for g in got.inputs]
+            grads = {n: None if got.state.get(n) is None else self.dtype_name(got.state[n]) for n in trainable}
         else:
             out = self.call(layer, inputs)
         if not isinstance(out, jax.Array):

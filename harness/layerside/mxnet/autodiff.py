@@ -14,7 +14,7 @@ import mxnet as mx
 from mxnet import autograd, gluon
 
 from ...protocol import NotApplicable
-from ...protocol.autodiff import AutodiffProtocol
+from ...protocol.autodiff import AutodiffProtocol, Gradients
 from .core import _array
 
 
@@ -80,7 +80,7 @@ class MXNetAutodiff(AutodiffProtocol):
         print(printed.getvalue(), end="")  # what the layer itself printed
         state_grads = {n: None if p.grad_req == "null" else p.grad(p.list_ctx()[0]).copy()
                        for n, p in state.items()}
-        return out, input_grads, state_grads
+        return Gradients(output=out, inputs=tuple(input_grads), state=state_grads)
 
     @staticmethod
     def _grad_like(grad, x):

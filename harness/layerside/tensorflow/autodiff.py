@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from ...protocol.autodiff import AutodiffProtocol
+from ...protocol.autodiff import AutodiffProtocol, Gradients, SecondOrder, Tangents
 
 
 class TensorFlowAutodiff(AutodiffProtocol):
@@ -29,7 +29,7 @@ class TensorFlowAutodiff(AutodiffProtocol):
         input_grads = [None] * len(inputs)
         for i, g in zip(wrt, grads):
             input_grads[i] = g
-        return out, input_grads, dict(zip(state, grads[len(wrt):]))
+        return Gradients(output=out, inputs=tuple(input_grads), state=dict(zip(state, grads[len(wrt):])))
 
     def custom_rule_recorded(self, fn, inputs, wrt):
         specs = [tf.TensorSpec(np.shape(a), tf.as_dtype(np.asarray(a).dtype)) for a in inputs]
@@ -45,7 +45,7 @@ class TensorFlowAutodiff(AutodiffProtocol):
         if not isinstance(out, tf.Tensor):
             raise TypeError(f"the output is a {type(out).__name__}, not a tf.Tensor")
         tangent = acc.jvp(out)  # None where the output does not depend on the tangents
-        return out, tf.zeros_like(out) if tangent is None else tangent
+        return Tangents(output=out, tangent=tf.zeros_like(out) if tangent is None else tangent)
 
     def hvp(self, fn, layer, inputs, wrt, cotangent, directions):
         args = [a if self.is_tensor(a) else self.tensor(a) for a in inputs]
@@ -65,4 +65,4 @@ class TensorFlowAutodiff(AutodiffProtocol):
             total = tf.add_n(dot) if dot else None
         second = outer.gradient(total, sources) if total is not None else [None] * len(wrt)
         by_index = dict(zip(wrt, second))
-        return [by_index.get(i) for i in range(len(inputs))]
+        return SecondOrder(inputs=tuple(by_index.get(i) for i in range(len(inputs))))

@@ -10,6 +10,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from ...protocol.autodiff import Gradients
 from ...protocol.compile import CompileProtocol, CompileStats
 
 
@@ -94,4 +95,4 @@ class _Compiled:
         input_grads = [None] * len(args)
         for i, g in zip(wrt, grads):
             input_grads[i] = g
-        return out, input_grads, dict(zip(names, grads[len(wrt):]))
+        return Gradients(output=out, inputs=tuple(input_grads), state=dict(zip(names, grads[len(wrt):])))

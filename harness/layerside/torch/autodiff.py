@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from ...protocol.autodiff import AutodiffProtocol
+from ...protocol.autodiff import AutodiffProtocol, SecondOrder, Tangents
 
 
 class TorchAutodiff(AutodiffProtocol):
@@ -60,7 +60,7 @@ class TorchAutodiff(AutodiffProtocol):
             primal, tangent = fwAD.unpack_dual(out)
             primal = primal.detach().clone()
             tangent = torch.zeros_like(primal) if tangent is None else tangent.detach().clone()
-        return primal, tangent
+        return Tangents(output=primal, tangent=tangent)
 
     def hvp(self, fn, layer, inputs, wrt, cotangent, directions):
         args = []
@@ -73,7 +73,7 @@ class TorchAutodiff(AutodiffProtocol):
         if not isinstance(out, torch.Tensor):
             raise TypeError(f"the output is a {type(out).__name__}, not a torch.Tensor")
         if not out.requires_grad:
-            return [None] * len(inputs)
+            return SecondOrder(inputs=(None,) * len(inputs))
         ct = self.tensor(cotangent).to(dtype=out.dtype, device=out.device)
         sources = [args[i] for i in wrt]
         # create_graph records the backward rule itself, so it can be differentiated again
@@ -81,7 +81,8 @@ class TorchAutodiff(AutodiffProtocol):
         dot = [(g * self.tensor(directions[i]).to(g.dtype)).sum()
                for i, g in zip(wrt, grads) if g is not None and g.requires_grad]
         if not dot:  # a rule computed outside autograd (detached, numpy) gives constant gradients
-            return [None] * len(inputs)
+            return SecondOrder(inputs=(None,) * len(inputs))
         second = torch.autograd.grad(torch.stack(dot).sum(), sources, allow_unused=True)
         by_index = dict(zip(wrt, second))
-        return [None if by_index.get(i) is None else by_index[i].detach() for i in range(len(inputs))]
+        return SecondOrder(inputs=tuple(None if by_index.get(i) is None else by_index[i].detach()
+                                        for i in range(len(inputs))))
