@@ -337,11 +337,11 @@ def configure(config, judge_modules) -> tuple[Configured, Executors | None]:
         # fraction of a second) starts before any framework import, which executors start one at a time
         from ..boundary.session import prestart_references
         prestart_references()
-    if runs_checks and asked.frameworks:
-        # frameworks named on the command line: their zygotes (each a framework import, and no user code)
-        # start now, so that the import overlaps the judge's own imports, validation and collection
-        executors.session.prestart(sorted(dict.fromkeys(f for f in asked.frameworks if f in FRAMEWORKS),
-                                          key=start_rank), forks=False)
+    named = _named_frameworks(config, asked, inputs)
+    if runs_checks and named:
+        # frameworks named on the command line or by the bindings: their zygotes (each a framework import, and no
+        # user code) start now, so that the import overlaps the judge's own imports, detection and validation
+        executors.session.prestart(sorted(named, key=start_rank), forks=False)
     judge_first(judge_modules)
     targets = _targets(config, asked, pythons, executors if runs_checks else None)
     changed = inputs.changed()   # written by a layer while detection imported it
@@ -371,6 +371,22 @@ def configure(config, judge_modules) -> tuple[Configured, Executors | None]:
                      **_collection_args(config, paths, asked.alone))
     config.stash[CONFIGURED_KEY] = run
     return run, executors
+
+
+def _named_frameworks(config, asked: _Asked, inputs) -> list[str]:
+    """The frameworks a run will surely use, known before detection: --framework, or else every framework the
+    bindings file names (a binding without one is detected). None for a --changed-since run, which may select
+    none of a framework's bindings: a framework import it does not need would compete with the ones it does."""
+    named = [f for f in asked.frameworks if f in FRAMEWORKS]
+    if named or not asked.bindings or config.getoption("changed_since", None):
+        return list(dict.fromkeys(named))
+    from ..targets import bindings_entries
+    try:
+        entries = bindings_entries(inputs.raw(asked.bindings) or b"") or []
+    except Exception:  # a malformed file: planning says what is wrong with it
+        return []
+    return list(dict.fromkeys(str(e["framework"]) for e in entries
+                              if isinstance(e, dict) and str(e.get("framework")) in FRAMEWORKS))
 
 
 def _baseline_loaded(config) -> list | None:
