@@ -67,3 +67,16 @@ def test_a_reshape_is_a_view_that_writes_reach():
         return out
     result, _ = run_in_dtype(fn, "bfloat16", [np.array([[1.5, 2.0]])], {})
     assert result[0, 0] == 3.0
+
+
+def test_a_statistic_reads_its_operand_before_rounding_and_what_follows_from_it_stays_in_float32():
+    # float16: 300 ** 2 overflows and 1e-3 ** 2 is a subnormal with a 6% rounding; a kernel squares inside the sum
+    x = np.array([[300.0, 300.0], [1e-3, 1e-3]])
+    result, _ = run_in_dtype(lambda X: (X ** 2).mean(-1) / 1e4, "float16", [x], {})
+    want = _in("float16", (_in("float16", x).astype(np.float32) ** 2).mean(-1) / np.float32(1e4))
+    assert np.array_equal(result, want), (result, want)
+    # 1 / sqrt(m2 + eps) with m2 ~ eps ~ 1e-6 (below float16's normal range): computed in float32, then x * r rounded
+    result, _ = run_in_dtype(lambda X: X / np.sqrt((X ** 2).mean(-1, keepdims=True) + 1e-6), "float16", [x[1:]], {})
+    held = _in("float16", x[1:]).astype(np.float32)
+    want = _in("float16", held / np.sqrt((held ** 2).mean(-1, keepdims=True) + np.float32(1e-6)))
+    assert np.array_equal(result, want), (result, want)

@@ -9,11 +9,12 @@ and float16's is the same model, so both are emulated: the floating inputs and s
 held in float32 arrays whose every numpy operation (a ufunc: arithmetic, functions, ``@``, sums; and every other
 numpy function: ``np.dot``, ``np.einsum``, ``np.tensordot``, ``np.linalg.norm``...) computes in float32 from the
 rounded values and rounds its result to the dtype, as a framework computes a 16-bit tensor op by op with float32
-accumulation. A statistic (a mean, variance or standard deviation) is one operation whose result is held in the
-accumulation precision, not rounded: the norm kernels (torch's layer_norm, group_norm, rms_norm; Keras'; XLA's
-fusions) keep their statistics in float32 and round only what they compute from them, and a 16-bit mean of values
-near 30 would err by a tenth of a unit-variance group's spread. The accumulation precision is float32, or the
-contract's ``accumulate`` where it states a wider one. A reference that converts its arguments
+accumulation. A statistic (a mean, variance or standard deviation) is held in the accumulation precision, as the
+norm kernels (torch's layer_norm, group_norm, rms_norm; Keras'; XLA's fusions) hold theirs (a 16-bit mean of values
+near 30 would err by a tenth of a unit-variance group's spread): it reads its operand before that operand's
+rounding (the kernel fuses x ** 2 into the sum), it is not rounded, and what is computed from statistics and
+scalars alone (1 / sqrt(var + eps)) stays there; it is rounded where it meets a full tensor. The accumulation
+precision is float32, or the contract's ``accumulate`` where it states a wider one. A reference that converts its arguments
 (``np.asarray(x, dtype=np.float64)``) escapes the rounding inside: its output alone is rounded, and the method
 says so.
 """
@@ -75,20 +76,28 @@ class Rounded(np.ndarray):
             getattr(ufunc, method)(*plain, out=outs, **kwargs)
             self._round_in_place(outs)
             return out[0] if len(out) == 1 else out
-        return self._rounded(getattr(ufunc, method)(*plain, **kwargs))
+        result = getattr(ufunc, method)(*plain, **kwargs)
+        if method != "__call__":
+            return self._rounded(result)
+        if all(_statistic(x) for x in inputs):   # eps added to a variance, its rsqrt: still the kernel's float32
+            return self._rounded(result, self.held, statistic=True)
+        return self._rounded(result, wide=result)
 
     def __array_function__(self, func, types, args, kwargs):
         # every numpy function computes on the plain float32 values (a contraction or reduction accumulates there,
         # as a framework's does) and its result is rounded once; a view of an argument is already representable
         plain_args, plain_kwargs = _plain(list(args)), _plain(dict(kwargs))
-        if func.__name__ in STATISTICS and self.held.itemsize > self.storage.itemsize:
-            plain_args[0] = np.asarray(plain_args[0]).astype(self.held)
+        statistic = func.__name__ in STATISTICS
+        if statistic and args and isinstance(args[0], Rounded):
+            # the statistic of an elementwise result (x ** 2) reads it before its rounding, as a kernel that fuses
+            # the square into the sum does (in float16, x ** 2 overflows past 256 and underflows below 2e-4)
+            plain_args[0] = np.asarray(getattr(args[0], "_wide", plain_args[0])).astype(self.held)
         result = func(*plain_args, **plain_kwargs)
         if plain_kwargs.get("out") is not None:
             self._round_in_place(_arrays(plain_kwargs["out"]))
             return kwargs["out"]
-        if func.__name__ in STATISTICS:
-            return self._rounded(result, self.held)
+        if statistic:
+            return self._rounded(result, self.held, statistic=True)
         return self._rounded(result, shares=_arrays([plain_args, plain_kwargs]))
 
     def _round_in_place(self, outs):
@@ -96,7 +105,7 @@ class Rounded(np.ndarray):
             if isinstance(o, np.ndarray) and _floating(o):
                 o[...] = np.asarray(o).astype(self.target).astype(o.dtype)
 
-    def _rounded(self, value, to=None, shares=()):
+    def _rounded(self, value, to=None, shares=(), statistic=False, wide=None):
         if isinstance(value, tuple):
             items = [self._rounded(v, to, shares) for v in value]
             return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
@@ -107,7 +116,12 @@ class Rounded(np.ndarray):
             return value
         if isinstance(value, np.ndarray) and any(np.may_share_memory(value, a) for a in shares):
             return value.view(type(self))   # a reshape or transpose: writes through it must reach the original
-        return np.asarray(value).astype(to or self.target).astype(self.storage).view(type(self))
+        rounded = np.asarray(value).astype(to or self.target).astype(self.storage).view(type(self))
+        if statistic:
+            rounded._statistic = True
+        elif wide is not None and np.ndim(wide):
+            rounded._wide = np.asarray(wide)
+        return rounded
 
     def mean(self, *args, **kwargs):
         return np.mean(self, *args, **kwargs)
@@ -120,6 +134,11 @@ class Rounded(np.ndarray):
 
     def dot(self, other, *args, **kwargs):
         return np.dot(self, other, *args, **kwargs)   # ndarray.dot does not dispatch: np.dot does
+
+
+def _statistic(x) -> bool:
+    """Whether an operand keeps an operation in the accumulation precision: a statistic, or a scalar."""
+    return getattr(x, "_statistic", False) if isinstance(x, Rounded) else np.ndim(x) == 0
 
 
 _CLASSES: dict[tuple, type] = {}
