@@ -1,9 +1,9 @@
-"""What crosses between the judge and an executor: plain data and the protocol's typed replies.
+"""What crosses between the judge and an executor: plain data and the protocol's typed requests and replies.
 
-Arrays travel as ``numpy.save`` bytes; a reply (a frozen dataclass the protocol registers with ``reply``) travels
-as its registered name and its fields, each encoded in turn; anything else that is not plain data (a layer, a
-native tensor, a function) stays in the executor's process and travels as a handle. Both sides import this
-module, so it needs numpy alone.
+Arrays travel as ``numpy.save`` bytes; a request (one frozen dataclass per protocol method, registered with
+``request``) or a reply (a frozen dataclass the protocol registers with ``reply``) travels as its registered name
+and its fields, each encoded in turn; anything else that is not plain data (a layer, a native tensor, a function)
+stays in the executor's process and travels as a handle. Both sides import this module, so it needs numpy alone.
 """
 from __future__ import annotations
 
@@ -45,33 +45,52 @@ def array_from_bytes(b: bytes):
 
 
 class WireError(TypeError):
-    """What arrived is not what the protocol declares: an unknown reply type, or a reply with unknown or missing
-    fields (the two sides' protocols differ, or the answer was forged)."""
+    """What arrived is not what the protocol declares: an unknown request or reply type, or one with unknown or
+    missing fields (the two sides' protocols differ, or the message was forged)."""
 
 
-# stable name ("compile.CompileStats") -> reply type, and back: filled by ``reply`` as the protocol is imported
+# stable name ("compile.CompileStats", "request.vjp") -> type, and back: filled by ``reply`` and ``request`` as the
+# protocol is imported; the two kinds are kept apart, so that neither can arrive where the other is expected
 _REPLIES: dict[str, type] = {}
-_NAMES: dict[type, str] = {}
+_REQUESTS: dict[str, type] = {}
+_NAMES: dict[type, tuple[str, str]] = {}   # type -> (its key on the wire, its name)
+_KEYS = {"__reply__": ("reply", _REPLIES), "__request__": ("request", _REQUESTS)}
+
+
+def _registrar(key: str, name: str):
+    kind, table = _KEYS[key]
+
+    def register(cls):
+        params = getattr(cls, "__dataclass_params__", None)
+        if params is None or not params.frozen:
+            raise TypeError(f"a {kind} type is a frozen dataclass: {cls.__qualname__} is not")
+        known = table.get(name)
+        if known is not None and (known.__module__, known.__qualname__) != (cls.__module__, cls.__qualname__):
+            raise ValueError(f"the {kind} name {name!r} is {known.__module__}.{known.__qualname__}'s already")
+        table[name] = cls
+        _NAMES[cls] = (key, name)
+        return cls
+    return register
 
 
 def reply(name: str):
     """Register a frozen dataclass as a reply that crosses the boundary under ``name`` ("<area>.<Type>")."""
-    def register(cls):
-        params = getattr(cls, "__dataclass_params__", None)
-        if params is None or not params.frozen:
-            raise TypeError(f"a reply type is a frozen dataclass: {cls.__qualname__} is not")
-        known = _REPLIES.get(name)
-        if known is not None and (known.__module__, known.__qualname__) != (cls.__module__, cls.__qualname__):
-            raise ValueError(f"the reply name {name!r} is {known.__module__}.{known.__qualname__}'s already")
-        _REPLIES[name] = cls
-        _NAMES[cls] = name
-        return cls
-    return register
+    return _registrar("__reply__", name)
+
+
+def request(name: str):
+    """Register a frozen dataclass as a request that crosses the boundary under ``name`` ("request.<method>")."""
+    return _registrar("__request__", name)
 
 
 def reply_types() -> dict[str, type]:
     """Every registered reply type, by its name on the wire."""
     return dict(_REPLIES)
+
+
+def request_types() -> dict[str, type]:
+    """Every registered request type, by its name on the wire."""
+    return dict(_REQUESTS)
 
 
 def encode(value, handle_of):
@@ -87,9 +106,9 @@ def encode(value, handle_of):
         return items if type(value) is list else {"__tuple__": items}
     if type(value) is dict and all(isinstance(k, (str, int)) for k in value):
         return {"__dict__": [[k, encode(v, handle_of)] for k, v in value.items()]}
-    name = _NAMES.get(type(value))
-    if name is not None:
-        return {"__reply__": name,
+    named = _NAMES.get(type(value))
+    if named is not None:
+        return {named[0]: named[1],
                 "fields": [[f.name, encode(getattr(value, f.name), handle_of)] for f in dataclasses.fields(value)]}
     return handle_of(value)
 
@@ -108,17 +127,21 @@ def decode(value, object_of):
         return tuple(decode(v, object_of) for v in value["__tuple__"])
     if "__dict__" in value:
         return {k: decode(v, object_of) for k, v in value["__dict__"]}
-    if "__reply__" in value:
-        return _decode_reply(value, object_of)
+    for key in _KEYS:
+        if key in value:
+            return _decode_typed(key, value, object_of)
     return object_of(value)
 
 
-def _decode_reply(value: dict, object_of):
-    """A registered reply type from its name and fields: exactly the type's fields, each decoded."""
-    name = value["__reply__"]
-    cls = _REPLIES.get(name)
+def _decode_typed(key: str, value: dict, object_of):
+    """A registered request or reply type from its name and fields: exactly the type's fields, each decoded."""
+    kind, table = _KEYS[key]
+    name = value[key]
+    cls = table.get(name) if isinstance(name, str) else None
     if cls is None:
-        raise WireError(f"an unknown reply type {name!r} arrived (known: {', '.join(sorted(_REPLIES)) or 'none'})")
+        known = "no protocol method has that name" if kind == "request" else \
+            f"known: {', '.join(sorted(table)) or 'none'}"
+        raise WireError(f"an unknown {kind} type {name!r} arrived ({known})")
     given = dict(value.get("fields") or [])
     want = [f.name for f in dataclasses.fields(cls)]
     unknown, missing = sorted(set(given) - set(want)), [f for f in want if f not in given]

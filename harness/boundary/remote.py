@@ -45,8 +45,10 @@ class Rebuild:
 
 class RemoteAdapter(protocol.Adapter):
     """The protocols' methods (``protocol.Adapter``), each answered by an executor: checks cannot tell it from a
-    local adapter, but for handles where the local one returns native objects. Replies arrive as the protocol's
-    reply types (``wire`` decodes them); a method no protocol declares is no attribute of it."""
+    local adapter, but for handles where the local one returns native objects. A call goes as the method's request
+    type (``protocol.request``: a call that does not fit the signature raises TypeError here, before anything is
+    sent); replies arrive as the protocol's reply types (``wire`` decodes them); a method no protocol declares is
+    no attribute of it."""
 
     def __init__(self, executor, native=None):  # client.Executor: the layer's, and the native one
         self._executor = executor
@@ -74,7 +76,7 @@ class RemoteAdapter(protocol.Adapter):
         return self._executor
 
     def _call(self, method, args, kwargs):
-        return self._owner(args).request("call", method=method, args=list(args), kwargs=kwargs)
+        return self._owner(args).request("call", request=protocol.request(method, *args, **kwargs))
 
     # answered from what a tensor handle already carries, where it is current
     def is_tensor(self, obj) -> bool:

@@ -15,6 +15,7 @@ import tempfile
 import threading
 import time
 
+from .. import protocol
 from .client import CheckTimeout, Executor, ExecutorLost, RemoteError
 from .remote import RemoteAdapter, RemoteModule
 from .stderr import stderr_tail
@@ -162,7 +163,7 @@ class Session:
             # a name no one can guess or take first (mkdtemp makes it atomically, mode 0700)
             self.compiled_in[key] = tempfile.mkdtemp(dir=self._cache_root_dir())
         if getattr(ex, "compiling_into", None) != (ex.started, self.compiled_in[key]):
-            ex.request("call", method="compilation_cache", args=[self.compiled_in[key]])
+            ex.request("call", request=protocol.request("compilation_cache", self.compiled_in[key]))
             ex.compiling_into = (ex.started, self.compiled_in[key])
 
     # -- targets -------------------------------------------------------------------------------
@@ -357,7 +358,7 @@ def fresh_adapter(framework: str, python: str | None = None, memory_limit_gib: f
             running.append(ex)  # end_check clears its deadline with the others, and reads its stderr
         if cache is not None and "compilation_cache" in ex.hello.get("implements", ()):
             try:
-                ex.request("call", method="compilation_cache", args=[cache])
+                ex.request("call", request=protocol.request("compilation_cache", cache))
             except RemoteError:
                 pass  # only a saving (a lost or late process is the check's to report, at its next request)
         yield RemoteAdapter(ex)

@@ -259,11 +259,11 @@ class Server:
         return out
 
     # -- operations ----------------------------------------------------------------------------
-    def op_call(self, method: str, args=(), kwargs=None):
-        if method.startswith("_"):
-            raise AttributeError(method)
-        self.calling = method
-        return protocol.typed_reply(method, getattr(self.adapter, method)(*args, **(kwargs or {})))
+    def op_call(self, request):
+        """A protocol method's request (``protocol.request``, decoded by ``wire``: an unknown method or other
+        fields were refused there), answered by the adapter with the request's fields by keyword."""
+        self.calling = protocol.method_of(request)
+        return protocol.answer(self.adapter, request)
 
     def op_load(self, spec: str, constructor: dict | None = None):
         """Import ``module:attr``; report what the import changed in process-global state and, for a

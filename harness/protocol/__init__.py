@@ -6,7 +6,9 @@ Areas: core (build, call, state), autodiff, compile, export, precision, batching
 aliasing), shapes (abstract shapes, a symbolic batch axis)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+import inspect
+import re
 
 from .. import wire
 from .not_applicable import NotApplicable, NotApplicablePart  # noqa: F401  (in a leaf module the areas import: re-exported)
@@ -78,3 +80,55 @@ def typed_reply(method: str, value):
             raise TypeError(f"{method} returned a list whose item {i} is a {type(item).__name__}, not a "
                             f"{kind.__name__}")
     return list(value)
+
+
+# -- requests: one frozen dataclass per method, its fields the method's parameters ----------------------------------
+
+def _request_type(method: str) -> type:
+    """``method``'s request type, made from its signature on the protocol: the parameters after self, in order,
+    with their defaults; registered on the wire as ``request.<method>``."""
+    fields = []
+    for p in list(inspect.signature(getattr(Adapter, method)).parameters.values())[1:]:
+        if p.kind is not p.POSITIONAL_OR_KEYWORD:  # a request is its named fields: *args, **kwargs have no name
+            raise TypeError(f"protocol method {method}: parameter {p.name} is {p.kind.description}; a protocol "
+                            f"method takes named parameters only")
+        kind = p.annotation if p.annotation is not p.empty else "typing.Any"
+        fields.append((p.name, kind) if p.default is p.empty else (p.name, kind, dataclasses.field(default=p.default)))
+    cls = dataclasses.make_dataclass(f"{method}_request", fields, frozen=True)
+    cls.__module__, cls.__qualname__ = __name__, f"request.{method}"
+    return wire.request(f"request.{method}")(cls)
+
+
+# method -> its request type, and back: made once, at import
+REQUESTS = {m: _request_type(m) for m in methods()}
+_METHODS = {cls: m for m, cls in REQUESTS.items()}
+_INIT = re.compile(r"^\S*__init__\(\) ")
+
+
+def request(method: str, *args, **kwargs):
+    """The judge's call ``method(*args, **kwargs)`` as its request type. A method no protocol declares raises
+    AttributeError; a call that does not fit the method's signature raises TypeError naming the method and the
+    parameter (``vjp() missing 1 required positional argument: 'cotangent'``), before anything is sent."""
+    cls = REQUESTS.get(method)
+    if cls is None:
+        raise AttributeError(f"no protocol declares a method {method!r}")
+    try:
+        return cls(*args, **kwargs)
+    except TypeError as exc:
+        raise TypeError(f"{method}() {_INIT.sub('', str(exc))}") from None
+
+
+def method_of(req) -> str:
+    """The protocol method a request (decoded by ``wire``) asks for; WireError for anything else."""
+    method = _METHODS.get(type(req))
+    if method is None:
+        raise wire.WireError(f"a call arrived as a {type(req).__name__}, not as a protocol method's request")
+    return method
+
+
+def answer(adapter, req):
+    """What ``adapter`` answers to the request ``req``: its method called with the request's fields by keyword,
+    the reply held to the method's declared type (``typed_reply``)."""
+    method = method_of(req)
+    fields = {f.name: getattr(req, f.name) for f in dataclasses.fields(req)}
+    return typed_reply(method, getattr(adapter, method)(**fields))

@@ -59,18 +59,17 @@ class ReplacesServerOp(_OffByTwo):
         if not getattr(cls.op_call, "_patched", False):
             op_call = cls.op_call
 
-            def halving_op_call(server, method, args=(), kwargs=None):
-                return _halved(op_call(server, method, args, kwargs))
+            def halving_op_call(server, request):
+                return _halved(op_call(server, request))
             halving_op_call._patched = True
             cls.op_call = halving_op_call
 
 
 HALVING_OP_CALL = '''
-def op_call(self, method, args=(), kwargs=None):
-    if method.startswith("_"):
-        raise AttributeError(method)
-    self.calling = method
-    out = getattr(self.adapter, method)(*args, **(kwargs or {}))
+def op_call(self, request):
+    from layer_conformance import protocol
+    self.calling = protocol.method_of(request)
+    out = protocol.answer(self.adapter, request)
     return out / 2 if getattr(out, "_off_by_two", False) else out
 '''
 
