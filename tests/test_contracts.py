@@ -122,6 +122,19 @@ def test_cli_every_broken_contract_is_reported_before_collection(tmp_path):
     assert not (tmp_path / "HOSTILE_TAG_RAN").exists()
 
 
+@pytest.mark.skipif(not installed("tensorflow"), reason="needs tensorflow")
+def test_cli_native_call_naming_an_unknown_input_exits_3_said_once():
+    # native.<fw>.call is read at load, before any check: its problems are the contract's (exit 3), each said once
+    path = HOSTILE / "native_call.yaml"
+    proc = pytest_run("--contract", str(path), "--impl",
+                      "layer_conformance.reference_impls.tensorflow.rmsnorm:IMPL", env=ON_PATH, timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 3, out
+    assert "Traceback" not in out and "collected" not in out
+    for line, fld, fragment in _expectations(path):
+        assert out.count(f"{path}:{line}: {fld}: ") == 1 and fragment in out, out
+
+
 def test_cli_unknown_contract_name_is_a_usage_error():
     proc = pytest_run("--contract", "rmsnrom", "--framework", "torch", env=ON_PATH, timeout=300)
     out = proc.stdout + proc.stderr

@@ -307,6 +307,7 @@ def _rules_native(r: _Rules):
         for key, v in _map(nat.get("args")).items():
             if isinstance(v, str) and v.startswith("$") and v[1:] not in r.ctor:
                 r.bad(("native", fw, "args", key), f"{v!r} names no constructor argument")
+        _rules_native_call(r, fw, _map(nat.get("call")))
         for slot, entry in _map(nat.get("state")).items():
             if slot not in r.slots:
                 r.bad(("native", fw, "state", slot), f"{slot!r} is not a state slot of this contract")
@@ -319,6 +320,39 @@ def _rules_native(r: _Rules):
                 r.bad(("native", fw, "class"), f"{cls!r} is not a dotted module.Class path")
             elif fw in FRAMEWORKS and installed(fw) and not _findable(top):
                 r.bad(("native", fw, "class"), f"{cls!r}: no module {top!r} here, although {fw} is installed")
+
+
+# the adapters pass these to every call themselves (a layer's mode)
+_HARNESS_KWARGS = ("training",)
+
+
+def _rules_native_call(r: _Rules, fw, call: dict):
+    """native.<fw>.call: the inputs it names are every case's, its keywords plain data the adapter does not pass
+    itself; a $name a constructor argument."""
+    for i, name in enumerate(_seq(call.get("inputs"))):
+        if not isinstance(name, str):
+            continue
+        lacking = [c["name"] for c in r.cases if isinstance(c.get("name"), str) and name not in _map(c.get("inputs"))]
+        if name not in r.case_inputs:
+            r.bad(("native", fw, "call", "inputs", i),
+                  f"{name!r} is no case input (inputs: {', '.join(r.case_inputs) or 'none'})")
+        elif lacking:
+            r.bad(("native", fw, "call", "inputs", i), f"{name!r} is not an input of case(s) {', '.join(lacking)}")
+    for key, v in _map(call.get("kwargs")).items():
+        at = ("native", fw, "call", "kwargs", key)
+        if key in _HARNESS_KWARGS:
+            r.bad(at, f"{key!r} is passed by the harness itself (the mode each check runs in); leave it out")
+        elif isinstance(v, str) and v.startswith("$") and v[1:] not in r.ctor:
+            r.bad(at, f"{v!r} names no constructor argument")
+        elif isinstance(v, list) and not _plain(v):
+            r.bad(at, f"{_short(repr(v))} is not plain data: a keyword's value is a number, string, boolean, null "
+                      "or a (nested) list of them")
+
+
+def _plain(v) -> bool:
+    if isinstance(v, list):
+        return all(_plain(e) for e in v)
+    return v is None or isinstance(v, (bool, int, float, str))
 
 
 def _state_map_problem(entry) -> str | None:

@@ -163,7 +163,7 @@ def _schema_problems(err, lines) -> list:
                            "random or {random: {mean: m, std: s, finite: true}}")
         if ref == "native":
             return out(at, "a native entry is either {none: reason} or {class: module.Class, args: {...}, "
-                           "state: {slot: name}}")
+                           "state: {slot: name}, call: {inputs: [name, ...], kwargs: {...}}}")
         return out(at, f"{err.instance!r} matches none of the allowed forms")
     if err.validator == "pattern" and isinstance(err.instance, str):
         return out(at, _pattern_message(err))

@@ -133,14 +133,31 @@ class Gradients(_Section):
 
 
 @dataclass(frozen=True)
+class NativeCall(_Section):
+    """native.<framework>.call: how the native layer is called where the case's inputs alone do not say it
+    (Keras' MultiHeadAttention takes the sequence twice and is causal only through a keyword)."""
+    inputs: tuple[str, ...] | None = None  # case input names in the native's positional order; None: the case's
+    kwargs: Mapping = _no_mapping()        # literal keyword arguments ($name: the contract's argument)
+    _convert = {"inputs": tuple, "kwargs": _ro}
+
+    def arguments(self, names, arrays) -> list:
+        """The native's positional arguments from one case's inputs (``names`` in the case's order)."""
+        if self.inputs is None:
+            return list(arrays)
+        by_name = dict(zip(names, arrays))
+        return [by_name[n] for n in self.inputs]
+
+
+@dataclass(frozen=True)
 class Native(_Section):
     """native.<framework>: the framework's own layer (a class), function, or why it has none."""
     class_path: str | None = None  # module.Class
     args: Mapping = _no_mapping()  # its constructor's ($name: the contract's argument)
     state: Mapping = _no_mapping()  # contract slot -> the native layer's name for it
+    call: NativeCall = field(default_factory=NativeCall)  # how it is called (default: the case's inputs)
     function: str | None = None    # module.function
     none: str | None = None        # why the framework has none
-    _convert = {"args": _ro, "state": _ro}
+    _convert = {"args": _ro, "state": _ro, "call": NativeCall.of}
     _renamed = {"class": "class_path"}
 
     @property
