@@ -41,6 +41,28 @@ def import_native(ctx, path: str):
                           f"{exc}") from None
 
 
+def native_layer(ctx, spec):
+    """The contract's native layer (``spec``: its ``native.<fw>`` class entry), built by a first call as
+    ``spec.call`` says (on the first case's inputs, as the layer is), in ``ctx``'s dtype."""
+    cls = import_native(ctx, spec.class_path)
+    args = {k: ctx.contract.resolve_arg(v) for k, v in spec.args.items()}
+    names = list(ctx.contract.cases[0].inputs)
+    built = ctx.adapter.build(ctx.adapter.construct_native(cls, args), spec.call.arguments(names, ctx.build_inputs()),
+                              kwargs=native_kwargs(ctx, spec))
+    return ctx.in_dtype(built)
+
+
+def native_kwargs(ctx, spec) -> dict | None:
+    """``native.<fw>.call.kwargs`` with each ``$name`` resolved; None where there are none."""
+    return {k: ctx.contract.resolve_arg(v) for k, v in spec.call.kwargs.items()} or None
+
+
+def call_native(ctx, native, spec, case, inputs):
+    """The native layer's output on ``case``'s ``inputs`` (the layer's, in the case's order), called as
+    ``native.<fw>.call`` says: its inputs in the native's positional order, its keywords."""
+    return ctx.adapter.call(native, spec.call.arguments(list(case.inputs), inputs), kwargs=native_kwargs(ctx, spec))
+
+
 def set_native_state(ctx, native, spec, state: dict):
     """The contract's native layer at ``state``: each slot through ``spec.state`` (the contract's ``native.<fw>.
     state``, a state map: ``gain: weight``, or with transforms, ``w: weight|T``). A name the native layer lacks

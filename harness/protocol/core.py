@@ -96,13 +96,15 @@ class CoreProtocol:
         """For a function contract: the callable applying ``obj`` (e.g. ``Function.apply``)."""
         return obj
 
-    def build(self, layer, inputs: list, device: str | None = None):
+    def build(self, layer, inputs: list, device: str | None = None, kwargs: dict | None = None):
         """Make the layer's state exist (lazy shapes, initialize) by a first call; return the layer."""
-        self.call(layer, inputs, device=device)
+        self.call(layer, inputs, device=device, kwargs=kwargs)
         return layer
 
-    def call(self, layer, inputs: list, device: str | None = None, training: bool = False):
-        """Run the layer on numpy inputs; returns the native output."""
+    def call(self, layer, inputs: list, device: str | None = None, training: bool = False,
+             kwargs: dict | None = None):
+        """Run the layer on numpy inputs; returns the native output. ``kwargs``: keyword arguments of the call
+        (a contract's ``native.<fw>.call.kwargs``: plain data)."""
         raise NotImplementedError
 
     def construct_native(self, cls, args: dict):

@@ -114,12 +114,12 @@ class MXNetCore(CoreProtocol):
             return apply
         return obj
 
-    def build(self, layer, inputs, device=None):
+    def build(self, layer, inputs, device=None, kwargs=None):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "already initialized" when the layer did it itself
             layer.initialize(ctx=_context(device))
         try:
-            self.call(layer, inputs, device=device)
+            self.call(layer, inputs, device=device, kwargs=kwargs)
         except Exception:
             # An unregistered Parameter is never initialized, so the first call fails; the
             # registration checks name it, and every check that calls the layer fails as before.
@@ -127,13 +127,13 @@ class MXNetCore(CoreProtocol):
                 raise
         return layer
 
-    def call(self, layer, inputs, device=None, training=False):
+    def call(self, layer, inputs, device=None, training=False, kwargs=None):
         ctx = _context(device)
         args = [a if isinstance(a, mx.nd.NDArray) else _array(a, ctx) for a in inputs]
         if not isinstance(layer, gluon.Block):
-            return layer(*args)
+            return layer(*args, **(kwargs or {}))
         with autograd.train_mode() if training else autograd.predict_mode():
-            return layer(*args)
+            return layer(*args, **(kwargs or {}))
 
     # -- state ---------------------------------------------------------------------------
     def _named(self, layer) -> dict:

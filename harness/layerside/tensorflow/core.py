@@ -88,12 +88,12 @@ class TensorFlowCore(CoreProtocol):
         return self._short((t.value if isinstance(t, keras.Variable) else t).device)
 
     # -- building and calling ----------------------------------------------------------------
-    def call(self, layer, inputs, device=None, training=False):
+    def call(self, layer, inputs, device=None, training=False, kwargs=None):
         with tf.device(device) if device else contextlib.nullcontext():
             args = [a if self.is_tensor(a) else tf.constant(np.asarray(a)) for a in inputs]
             if isinstance(layer, keras.layers.Layer):
-                return layer(*args, training=training)
-            return layer(*args)
+                return layer(*args, training=training, **(kwargs or {}))
+            return layer(*args, **(kwargs or {}))
 
     def construct(self, factory, kwargs):
         # The Keras idiom __init__(self, ..., **kwargs) forwards to Layer.__init__, which rejects
