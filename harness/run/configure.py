@@ -257,6 +257,7 @@ def _targets(config, asked: _Asked, pythons: dict, executors: Executors | None):
                                 arg_map=arg_map, changed_since=changed_since, pythons=pythons,
                                 baseline_loaded=_baseline_loaded(config) if changed_since else None,
                                 changed_since_ignore=_changed_since_ignore(config),
+                                accept_reference_change=bool(config.getoption("accept_reference_change", False)),
                                 zygote_of=executors.zygote_of if executors is not None else None)
     except (targets_mod.UsageError, ContractNotFound) as exc:
         raise pytest.UsageError(str(exc)) from None
@@ -264,17 +265,44 @@ def _targets(config, asked: _Asked, pythons: dict, executors: Executors | None):
         stop_for_broken_contract(str(exc))
 
 
-def _contracts(paths, max_input_elements, budget, inputs, pythons: dict) -> dict:
-    """Every planned contract, validated now, so that a broken one is reported before collection: each loaded,
-    then its reference run against itself (the step that runs code, in the reference executor)."""
+def _validate_early(asked: _Asked, named: list, max_input_elements, budget, inputs, pythons: dict) -> dict:
+    """resolved path -> its validated Contract, or the exception validating it raised: the contracts --contract
+    names (without --bindings: then they are exactly the planned ones), validated before detection where a zygote
+    is already importing (``named``), so that the reference executor's work overlaps that import. Empty otherwise."""
+    if not named or asked.bindings or not asked.contracts:
+        return {}
+    from ..contract import find_contract
+    early = {}
+    for name in dict.fromkeys(asked.contracts):
+        try:
+            path = str(Path(find_contract(name)).resolve())
+        except ContractError:
+            continue   # an unknown contract: planning says so
+        early[path] = _validated(path, max_input_elements, budget, inputs, pythons)
+    return early
+
+
+def _validated(path: str, max_input_elements, budget, inputs, pythons: dict):
+    """The contract at ``path`` loaded and its reference run against itself, or the ContractError that says why not."""
     from ..reference_check import load_checked
+    try:
+        return load_checked(path, max_input_elements, budget, raw=inputs.raw(path), pythons=pythons)  # as read before any user code
+    except ContractError as exc:
+        return exc
+
+
+def _contracts(paths, max_input_elements, budget, inputs, pythons: dict, early: dict | None = None) -> dict:
+    """Every planned contract, validated now (or before detection: ``early``), so that a broken one is reported
+    before collection: each loaded, then its reference run against itself (the step that runs code, in the
+    reference executor)."""
     contracts, broken = {}, []
     for path in paths:
-        try:
-            contracts[path] = load_checked(path, max_input_elements, budget,
-                                           raw=inputs.raw(path), pythons=pythons)   # as read before any user code
-        except ContractError as exc:
-            broken.append(str(exc))
+        got = (early or {}).get(path)
+        got = _validated(path, max_input_elements, budget, inputs, pythons) if got is None else got
+        if isinstance(got, ContractError):
+            broken.append(str(got))
+        else:
+            contracts[path] = got
     if broken:
         stop_for_broken_contract("\n".join(broken))
     return contracts
@@ -343,6 +371,9 @@ def configure(config, judge_modules) -> tuple[Configured, Executors | None]:
         # user code) start now, so that the import overlaps the judge's own imports, detection and validation
         executors.session.prestart(sorted(named, key=start_rank), forks=False)
     judge_first(judge_modules)
+    # the contracts the command line names, validated while the zygotes started above import their frameworks
+    # (detection below waits for them); what it found is said after planning, so a usage error still comes first
+    early = _validate_early(asked, named, max_input_elements, budget, inputs, pythons) if runs_checks else {}
     targets = _targets(config, asked, pythons, executors if runs_checks else None)
     changed = inputs.changed()   # written by a layer while detection imported it
     if changed:
@@ -355,7 +386,7 @@ def configure(config, judge_modules) -> tuple[Configured, Executors | None]:
     for t in targets:
         by_path.setdefault(str(Path(t.contract_path).resolve()), []).append(t)
     paths = tuple(sorted(by_path))
-    contracts = _contracts(paths, max_input_elements, budget, inputs, pythons)
+    contracts = _contracts(paths, max_input_elements, budget, inputs, pythons, early)
     dtypes = _dtypes(config, targets, contracts)
     from .. import targets as targets_mod
     # a binding that does not fit its layer's constructor: said once, before any check runs (exit 4)
