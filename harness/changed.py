@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 
 from . import import_paths
-from .contract import find_contract
+from .contract import ContractError, find_contract
 
 
 class CannotAskGit(Exception):
@@ -225,6 +225,48 @@ BY_IMPORTS = "imports (static)"
 BY_LOADED = "imports (static) + files loaded in the baseline run"
 
 
+REFERENCE_IMPL = "the contract's reference implementation"
+ACCEPT_REFERENCE_CHANGE = "--accept-reference-change"
+
+
+class ReferenceChanged(ContractError):
+    """A selected binding's contract names a reference implementation that the change itself alters (its module or
+    a file of its import closure inside the repository): the layer would be judged against code the same change
+    wrote, so the run stops (exit 3, before any check) until a reviewer accepts it with ACCEPT_REFERENCE_CHANGE."""
+
+    def __init__(self, rev: str, changed: list[dict]):
+        problems = [(c["line"], "reference.impl",
+                     f"the reference implementation {c['reference']} ({c['framework'] or 'its framework'}) changed "
+                     f"in this change since {rev} ({', '.join(c['files'])}): a change to both a layer and the "
+                     f"reference it is judged against can make a wrong layer pass; a reviewer must approve the "
+                     f"reference's change, then the gate runs it with {ACCEPT_REFERENCE_CHANGE} (command line only)")
+                    for c in changed]
+        super().__init__(changed[0]["path"], problems)
+        self.changed = changed
+
+    def __str__(self):
+        lines = [f"{c['path']}:{line or '?'}: {fld}: {msg}" for c, (line, fld, msg) in zip(self.changed, self.problems)]
+        return (f"contract not trusted in this change ({len(lines)} reference implementation"
+                f"{'s' if len(lines) != 1 else ''} changed)\n" + "\n".join(lines))
+
+
+def _reference(contract) -> dict:
+    """The contract's ``reference`` mapping, read as plain YAML (nothing imported); {} where it has none."""
+    try:
+        ref = (yaml.safe_load(Path(contract).read_text()) or {}).get("reference") or {}
+    except (OSError, yaml.YAMLError, AttributeError):
+        return {}
+    return ref if isinstance(ref, dict) else {}
+
+
+def _reference_line(path: str) -> int | None:
+    try:
+        lines = Path(path).read_text().splitlines()
+    except OSError:
+        return None
+    return next((i for i, line in enumerate(lines, 1) if line.startswith("reference:")), None)
+
+
 def ignored_by(rel: str, globs) -> str | None:
     """The first --changed-since-ignore glob that ``rel`` (a path relative to the top level) or a directory above
     it matches (fnmatch: ``*`` crosses ``/`` too; ``weights`` and ``weights/`` leave out all under weights/)."""
@@ -276,6 +318,7 @@ class _Selector:
         self.loaded, self.globs = loaded, globs
         self.used: set = set()
         self.ignored: dict = {}   # changed file -> the glob that kept it out of the directory rule
+        self.reference_changed: dict = {}   # contract file -> its reference implementation's changed files
         self.own_rules = {self.bindings_path} | {str(Path(find_contract(str(e["contract"]))).resolve())
                                                  for e in entries}
 
@@ -291,12 +334,9 @@ class _Selector:
             why.append(f"{changes.rel(self.bindings_path)} adds or changes this entry")
             self.used.add(self.bindings_path)
         modules = [module]
-        try:
-            ref = (yaml.safe_load(Path(contract).read_text()) or {}).get("reference") or {}
-            if isinstance(ref, dict) and isinstance(ref.get("module"), str):
-                modules.append(ref["module"])
-        except (OSError, yaml.YAMLError, AttributeError):
-            pass
+        ref = _reference(contract)
+        if isinstance(ref.get("module"), str):
+            modules.append(ref["module"])
         contract_file = str(Path(contract).resolve())
         if contract_file in changes.files:
             why.append(f"{changes.rel(contract_file)} changed (the contract)")
@@ -304,14 +344,27 @@ class _Selector:
             named.add(contract_file)
         for mod in modules:
             why += self._by_imports(mod, module, named, dirs)
+        if isinstance(ref.get("impl"), str):
+            # trusted code: a change to it and to the layer together could green a wrong layer (select_changed)
+            ref_module = ref["impl"].split(":", 1)[0]
+            why += self._by_imports(ref_module, module, named, dirs, what=REFERENCE_IMPL)
+            closure = self.scan.closure(ref_module)   # the scan's files and imports are cached: no second parse
+            files = [changes.rel(f) for f in closure if str(f) in changes.files]
+            files += [changes.rel(c) for _, cands in self.scan.missing for c in cands if str(c) in changes.files]
+            if files:
+                self.reference_changed.setdefault(contract_file, {
+                    "contract": str(e["contract"]), "reference": ref["impl"], "framework": ref.get("framework"),
+                    "files": []})["files"] += files
         if self.loaded is not None:
             why += self._by_baseline(e, named, dirs)
         dirs.pop(str(changes.top), None)
         return why + self._by_directory(named, dirs)
 
-    def _by_imports(self, mod: str, module: str, named: set, dirs: dict) -> list[str]:
+    def _by_imports(self, mod: str, module: str, named: set, dirs: dict, what: str = "the contract's reference"
+                    ) -> list[str]:
         """The reasons from ``mod``'s import closure (``module``: the entry's implementation; else the contract's
-        reference): a changed, unparseable or deleted file in it, or the implementation not found."""
+        reference, said as ``what``): a changed, unparseable or deleted file in it, or the implementation not
+        found."""
         changes, scan, why = self.changes, self.scan, []
         scan.unparseable, scan.missing = [], []
         closure = scan.closure(mod)
@@ -320,10 +373,12 @@ class _Selector:
                 dirs[str(path.parent)] = str(path)
         for path, importer in closure.items():
             if str(path) in changes.files:
-                what = (f"imported by {importer}" if importer else "the contract's reference" if mod != module
+                role = (f"imported by {importer}" if importer else what if mod != module
                         else "the implementation" if path == module_file(module, scan.roots)
                         else f"a package of {module}")
-                why.append(f"{changes.rel(path)} changed ({what})")
+                if importer and what == REFERENCE_IMPL:
+                    role += f", in {what}"
+                why.append(f"{changes.rel(path)} changed ({role})")
                 self.used.add(str(path))
                 named.add(str(path))
         for path in scan.unparseable:
@@ -403,7 +458,7 @@ class _Selector:
 
 
 def select_changed(entries: list[dict], bindings: str, rev: str, loaded: list | None = None,
-                   ignore=()) -> tuple[list[dict], dict, list]:
+                   ignore=(), accept_reference_change: bool = False) -> tuple[list[dict], dict, list]:
     """The bindings a change touches, why, and a ``selection`` record for the results file.
 
     An entry is selected when its implementation's file, a module it imports (statically, transitively,
@@ -424,6 +479,11 @@ def select_changed(entries: list[dict], bindings: str, rev: str, loaded: list | 
     each a string (the command line's) or (glob, the ini file that sets it: not applied where the branch changes
     that file); a file one matches selects nothing by this rule (it still does as an import or a file the
     baseline saw read).
+
+    A selected binding whose contract's ``reference: {impl}`` module, or a file of its import closure inside the
+    repository, the change alters raises ReferenceChanged (a contract error: exit 3, before any check) unless
+    ``accept_reference_change`` (--accept-reference-change, given once a reviewer approved it); accepted, the
+    selection's ``reference_changed`` lists each such contract with ``accepted: true``.
     Returns (selected entries, selection, untouched entries). Raises CannotAskGit where git cannot say what
     changed."""
     changes = changes_since(rev)
@@ -439,12 +499,19 @@ def select_changed(entries: list[dict], bindings: str, rev: str, loaded: list | 
         else:
             untouched.append(e)
     unmapped = selector.unmapped()
+    reference_changed = [{**c, "files": sorted(set(c["files"])), "path": path, "line": _reference_line(path)}
+                         for path, c in selector.reference_changed.items()]
+    if reference_changed and not accept_reference_change:
+        raise ReferenceChanged(rev, reference_changed)
     selection = {"changed_since": rev, "merge_base": changes.base,
                  "by": BY_IMPORTS if loaded is None else BY_LOADED,   # what selected: the scan, or it and a baseline
                  "changed_files": sorted(changes.rel(f) for f in changes.files),
                  "selected": why_list, "untouched": len(untouched), "unmapped": unmapped,
                  # by name, for the HTML report: no file each imports (or, with a baseline, loaded) changed
                  "untouched_bindings": [{"contract": str(e["contract"]), "impl": str(e["impl"])} for e in untouched]}
+    if reference_changed:   # accepted: said in the results file and the gate's lines
+        selection["reference_changed"] = [{"contract": c["contract"], "reference": c["reference"],
+                                           "files": c["files"], "accepted": True} for c in reference_changed]
     if globs:
         selection["ignore"] = globs
     if not_applied:

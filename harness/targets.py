@@ -270,9 +270,10 @@ class Targets(list):
 def plan(contracts: list[str], impl: str | None, bindings: str | None, frameworks: list[str],
          state_map: dict, changed_since: str | None = None, pythons: dict | None = None,
          arg_map: dict | None = None, baseline_loaded: list | None = None, zygote_of=None,
-         changed_since_ignore=()) -> list[Target]:
+         changed_since_ignore=(), accept_reference_change: bool = False) -> list[Target]:
     """The targets; ``baseline_loaded``: the --baseline's `loaded_files` (None: no baseline), which
-    --changed-since selects by too (select_changed), ``changed_since_ignore`` its --changed-since-ignore globs;
+    --changed-since selects by too (select_changed), ``changed_since_ignore`` its --changed-since-ignore globs,
+    ``accept_reference_change`` its --accept-reference-change (select_changed raises ReferenceChanged without it);
     ``zygote_of``: framework -> the run's zygote, which forks the probe of an implementation whose framework is
     given."""
     arg_map = arg_map or {}
@@ -302,7 +303,8 @@ def plan(contracts: list[str], impl: str | None, bindings: str | None, framework
             # only the layers a pull request touches; see select_changed for what counts
             try:
                 entries, targets.selection, untouched = select_changed(entries, bindings, changed_since,
-                                                                       baseline_loaded, changed_since_ignore)
+                                                                       baseline_loaded, changed_since_ignore,
+                                                                       accept_reference_change)
             except CannotAskGit as exc:
                 raise UsageError(str(exc)) from None
             targets.untouched = [(str(e["impl"]), contract_names(str(e["contract"]))) for e in untouched]

@@ -80,6 +80,11 @@ def pytest_addoption(parser):
                 help="with --changed-since: a changed file (path from the repository's top level, or a directory "
                      "above it) that GLOB matches does not select the bindings that import a module from a "
                      "directory above it; an import or a file the --baseline saw read still selects; repeatable")
+    g.addoption("--accept-reference-change", action="store_true", default=False,
+                help="with --changed-since: run the bindings whose contract's reference implementation (its "
+                     "module or a module it imports inside the repository) the change alters, once a reviewer "
+                     "approved that change; without it such a run stops (exit 3). Command line only: a pull "
+                     "request cannot turn it on in its own configuration")
     parser.addini("conformance_changed_since_ignore", "default --changed-since-ignore values (not applied where "
                   "the branch changes the file that sets them)", type="linelist", default=[])
     parser.addini("conformance_expectations", "default --expectations", type="string", default=None)
@@ -159,6 +164,9 @@ def _selection_lines(selection: dict, say) -> None:
              f"{selection['untouched']} untouched", {}))
         for s in selection["selected"]:
             say((f"  {s['contract']} {s['impl']}: {'; '.join(s['because'])}", {}))
+        for c in selection.get("reference_changed") or []:   # only ever accepted here: else the run stopped
+            say((f"  the reference implementation {c['reference']} of {c['contract']} changed in this change "
+                 f"({', '.join(c['files'])}): accepted by --accept-reference-change", {"bold": True}))
         return
     shown = list(selection["unmapped"].items())
     if any(why.startswith("the bindings file") for _, why in shown):
