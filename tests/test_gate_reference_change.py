@@ -108,3 +108,26 @@ def test_a_change_to_the_layer_alone_runs_as_before(repo):
     assert "mlp[MLP-torch-cpu]::values failed" in out, out
     assert "reference implementation" not in out, out
     assert "reference_changed" not in json.loads((repo / "out" / "r.json").read_text())["selection"]
+
+
+def test_the_selection_names_a_reference_changed_through_its_imports(tmp_path, monkeypatch):
+    """select_changed alone (no run): the shared helper selects the binding, the reference's closure is named,
+    and the acceptance is recorded; a contract with a numpy reference module is not stopped."""
+    from layer_conformance.changed import ReferenceChanged, select_changed
+    (tmp_path / "conformance").mkdir()
+    for name, text in (("acts.py", ACTS), ("mylayers.py", LAYER), ("original.py", ORIGINAL),
+                       ("conformance/mlp.yaml", CONTRACT), ("conformance/bindings.yaml", BINDINGS),
+                       ("conformance/numpy_ref.yaml", CONTRACT.replace(
+                           'impl: "original:Original"\n  framework: torch', "module: original"))):
+        (tmp_path / name).write_text(text)
+    git_branch(git_repo(tmp_path), "shared-helper", _relu)
+    monkeypatch.chdir(tmp_path)
+    entries = [{"contract": "conformance/mlp.yaml", "impl": "mylayers:MLP", "framework": "torch"}]
+    with pytest.raises(ReferenceChanged) as info:
+        select_changed(entries, "conformance/bindings.yaml", "main")
+    assert info.value.changed[0]["files"] == ["acts.py"] and info.value.changed[0]["line"] == 12
+    _, selection, _ = select_changed(entries, "conformance/bindings.yaml", "main", accept_reference_change=True)
+    assert selection["reference_changed"][0]["accepted"] is True
+    numpy_ref = [{"contract": "conformance/numpy_ref.yaml", "impl": "mylayers:MLP", "framework": "torch"}]
+    selected, selection, _ = select_changed(numpy_ref, "conformance/bindings.yaml", "main")
+    assert selected and "reference_changed" not in selection

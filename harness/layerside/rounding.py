@@ -116,7 +116,8 @@ class Rounded(np.ndarray):
             return value
         if isinstance(value, np.ndarray) and any(np.may_share_memory(value, a) for a in shares):
             return value.view(type(self))   # a reshape or transpose: writes through it must reach the original
-        rounded = np.asarray(value).astype(to or self.target).astype(self.storage).view(type(self))
+        with np.errstate(over="ignore"):   # a 16-bit overflow is the dtype's inf, as the framework's would be
+            rounded = np.asarray(value).astype(to or self.target).astype(self.storage).view(type(self))
         if statistic:
             rounded._statistic = True
         elif wide is not None and np.ndim(wide):
