@@ -16,6 +16,7 @@ from .binding import mapped
 from .checks import CHECKS, DEFAULT_CHECKS, PER_DTYPE, CheckContext, CheckFailed, CheckSkipped, unexpected_error
 from .checks.precision import attribute as attribute_precision
 from .checks.blame import CheckBlocked, blocker_for
+from .checks.common import NativeProblem
 from .check_catalog import DEVICE_CHECKS, na_accepted, na_source  # the checks the cuda column runs; n/a's closed lists
 from .errors import EnvironmentProblem, missing_dependency
 
@@ -96,7 +97,7 @@ def _checked(ctx: CheckContext, check: str):
         return CHECKS[check](ctx)
     except (CheckFailed, Exception) as exc:
         if isinstance(exc, (CheckSkipped, NotApplicable, ExecutorLost, StateMapError)) or _out_of_memory(exc) \
-                or getattr(exc, "origin", None) == "reference":
+                or getattr(exc, "origin", None) == "reference" or isinstance(exc, NativeProblem):
             raise
         missing = missing_dependency(exc)
         if missing is not None:  # the environment, not the layer: a usage error (exit 4)
@@ -147,7 +148,8 @@ def _outcome_of(exc: BaseException, ctx: CheckContext, check: str, timeout: floa
         return dict(outcome="skipped", message=exc.reason)
     if isinstance(exc, CheckFailed):
         return dict(outcome="failed", message=_both_named(ctx, check, exc.message), details=_jsonable(exc.details))
-    if getattr(exc, "origin", None) == "reference" and not isinstance(exc, RemoteError):  # impl_reference's
+    if (getattr(exc, "origin", None) == "reference" and not isinstance(exc, RemoteError)) \
+            or isinstance(exc, NativeProblem):  # impl_reference's, the native's (checks/common.py)
         return dict(outcome="error", message=f"{exc}: a contract problem, not the layer's")
     if isinstance(exc, RemoteError):
         if exc.origin == "reference":

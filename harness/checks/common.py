@@ -2,6 +2,8 @@
 function that a contract names, the untracked attributes that look like a slot. Checks import these from here, never from one another."""
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import numpy as np
 
 from ..dtypes import is_floating
@@ -41,14 +43,35 @@ def import_native(ctx, path: str):
                           f"{exc}") from None
 
 
+class NativeProblem(Exception):
+    """The contract's native layer raised where its ``native.<fw>`` entry builds or calls it (an argument or keyword
+    it does not take, an input too few): the contract's problem, never the layer's (the runner says so)."""
+    origin = "native"
+
+
+@contextmanager
+def _native_raises(ctx, spec, doing: str):
+    """What the native executor raises in the block, as a NativeProblem naming the contract's entry."""
+    try:
+        yield
+    except Exception as exc:
+        # boundary.RemoteError from the native executor only; a package it lacks stays the environment's problem
+        if getattr(exc, "origin", None) != "native" or getattr(exc, "missing_dependency", None):
+            raise
+        where = ctx.contract.location("native", ctx.adapter.name)
+        raise NativeProblem(f"the contract's native layer {spec.class_path} ({where}: native.{ctx.adapter.name}) "
+                            f"raised {doing}: {getattr(exc, 'remote_text', exc)}") from None
+
+
 def native_layer(ctx, spec):
     """The contract's native layer (``spec``: its ``native.<fw>`` class entry), built by a first call as
     ``spec.call`` says (on the first case's inputs, as the layer is), in ``ctx``'s dtype."""
     cls = import_native(ctx, spec.class_path)
     args = {k: ctx.contract.resolve_arg(v) for k, v in spec.args.items()}
     names = list(ctx.contract.cases[0].inputs)
-    built = ctx.adapter.build(ctx.adapter.construct_native(cls, args), spec.call.arguments(names, ctx.build_inputs()),
-                              kwargs=native_kwargs(ctx, spec))
+    with _native_raises(ctx, spec, "when built with its args and called as its call says"):
+        built = ctx.adapter.build(ctx.adapter.construct_native(cls, args),
+                                  spec.call.arguments(names, ctx.build_inputs()), kwargs=native_kwargs(ctx, spec))
     return ctx.in_dtype(built)
 
 
@@ -60,7 +83,9 @@ def native_kwargs(ctx, spec) -> dict | None:
 def call_native(ctx, native, spec, case, inputs):
     """The native layer's output on ``case``'s ``inputs`` (the layer's, in the case's order), called as
     ``native.<fw>.call`` says: its inputs in the native's positional order, its keywords."""
-    return ctx.adapter.call(native, spec.call.arguments(list(case.inputs), inputs), kwargs=native_kwargs(ctx, spec))
+    with _native_raises(ctx, spec, f"on case {case.name!r}, called as its call says"):
+        return ctx.adapter.call(native, spec.call.arguments(list(case.inputs), inputs),
+                                kwargs=native_kwargs(ctx, spec))
 
 
 def set_native_state(ctx, native, spec, state: dict):

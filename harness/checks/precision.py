@@ -26,7 +26,7 @@ import numpy as np
 from ..compare import describe_mismatch, relative_error
 from ..dtypes import HALF, is_floating, np_dtype
 from ..tolerances import finfo, spacing
-from .common import import_native, reference_forward, set_native_state
+from .common import call_native, native_layer, reference_forward, set_native_state
 from .mistakes import accumulated_low, hint
 
 WIDER = {"float16": "float32", "bfloat16": "float32", "float32": "float64"}
@@ -59,11 +59,11 @@ def _native_outputs(ctx, inputs_per_case, state):
     spec = ctx.contract.native.get(ctx.adapter.name)
     if spec is None or spec.class_path is None:
         return None, None
-    cls = import_native(ctx, spec.class_path)
-    args = {k: ctx.contract.resolve_arg(v) for k, v in spec.args.items()}
-    native = ctx.in_dtype(ctx.adapter.build(ctx.adapter.construct_native(cls, args), ctx.build_inputs()))
+    native = native_layer(ctx, spec)
     set_native_state(ctx, native, spec, state)
-    return spec.class_path, [ctx.adapter.numpy(ctx.adapter.call(native, inputs)) for inputs in inputs_per_case]
+    # inputs_per_case holds every case's, in the contract's order (measure)
+    return spec.class_path, [ctx.adapter.numpy(call_native(ctx, native, spec, case, inputs))
+                             for case, inputs in zip(ctx.contract.cases, inputs_per_case)]
 
 
 def _ulps(outputs, expected, dtype: str) -> float:

@@ -37,9 +37,9 @@ class AttentionMaskAsParam(_CausalAttention):
 
 MUTANTS = [
     Mutant("jax", "causal_attention", f"{M}:AttentionMaskAfterSoftmax", "values",
-           "case 'random': mismatched elements", blocked=("gradients",)),
+           "case 'random': mismatched elements", blocked=("gradients", "native")),
     Mutant("jax", "causal_attention", f"{M}:AttentionHeadsStrided", "values", "case 'random': mismatched elements",
-           blocked=("gradients",)),
+           blocked=("gradients", "native")),
     Mutant("jax", "causal_attention", f"{M}:AttentionMaskAsParam", "buffers", "is registered as trainable",
            blocked=("device_parity", "export", "parameters")),
 ]

@@ -34,9 +34,9 @@ class AttentionMaskTrainable(_CausalAttention):
 
 MUTANTS = [
     Mutant("tensorflow", "causal_attention", f"{M}:AttentionNoMask", "values", "case 'random': mismatched elements",
-           blocked=("gradients",)),
+           blocked=("gradients", "native")),
     Mutant("tensorflow", "causal_attention", f"{M}:AttentionSoftmaxOverQueries", "values",
-           "case 'random': mismatched elements", blocked=("gradients",)),
+           "case 'random': mismatched elements", blocked=("gradients", "native")),
     Mutant("tensorflow", "causal_attention", f"{M}:AttentionMaskTrainable", "buffers", "is registered as trainable",
            blocked=("parameters",)),
 ]
