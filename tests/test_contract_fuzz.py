@@ -123,7 +123,7 @@ def _usable(contract: Contract):
     for slot in {**contract.trainable, **contract.non_trainable}.values():
         contract.shape(slot.shape)
     for spec in contract.native.values():
-        for v in spec.args.values():
+        for v in [*spec.args.values(), *spec.call.kwargs.values()]:
             contract.resolve_arg(v)
     reference(contract)
 
