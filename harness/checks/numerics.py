@@ -201,7 +201,8 @@ def _finite_difference(ctx, layer, inputs, idx, cotangent, rng, expected):
     # every floating input, held-constant ones too: TF and MXNet refuse float32 * float64
     x64 = [a.astype(np.float64) if i in idx or is_floating(a.dtype) else a
            for i, a in enumerate(inputs)]
-    out64, grads, _ = adapter.vjp(fn, layer64, x64, idx, cotangent.astype(np.float64))
+    got = adapter.vjp(fn, layer64, x64, idx, cotangent.astype(np.float64))
+    out64, grads = got.output, got.inputs
     eps, why = _effective_epsilon(ctx, out64, expected)
     if eps is None:
         return None, why
@@ -260,7 +261,7 @@ def _alone(ctx, case, layer, inputs, names, right, cotangent, ref, rule, problem
     ``needs_input_grad`` (or ``requires_grad``) test gives it only when both require one."""
     for i in right:
         try:
-            _, grads, _ = ctx.adapter.vjp(ctx.callable(layer), layer, inputs, [i], cotangent)
+            grads = ctx.adapter.vjp(ctx.callable(layer), layer, inputs, [i], cotangent).inputs
         except Exception as exc:
             problems.append(f"case {case.name!r}: differentiating with only {names[i]!r} requiring a gradient "
                             f"raised {unexpected_error(exc)}")
@@ -286,7 +287,7 @@ def _worked_examples(ctx, state, rule, problems):
         idx = [i for i, n in enumerate(names) if n in example.expected]
         layer, state, _ = ctx.layer_at(state)
         try:
-            _, grads, _ = adapter.vjp(ctx.callable(layer), layer, x, idx, np.asarray(example.cotangent))
+            grads = adapter.vjp(ctx.callable(layer), layer, x, idx, np.asarray(example.cotangent)).inputs
         except NotApplicable:
             raise   # a dtype the framework has not (MXNet's bfloat16): n/a, not a failure
         except Exception as exc:
@@ -323,7 +324,8 @@ def check_gradients(ctx):
         expected_out = reference_forward(ctx, inputs, state)
         cotangent = rng.standard_normal(expected_out.shape)
         try:
-            out, grads, state_grads = adapter.vjp(ctx.callable(layer), layer, inputs, idx, cotangent)
+            got = adapter.vjp(ctx.callable(layer), layer, inputs, idx, cotangent)
+            grads, state_grads = got.inputs, got.state
         except Exception as exc:
             problems.append(f"case {case.name!r}: differentiating raised {unexpected_error(exc)}")
             raise CheckFailed(problems.text()) from exc

@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx, serialization
 
+from ...protocol.autodiff import Gradients
 from ...protocol.core import CoreProtocol
 from ..common import walk_attributes
 
@@ -357,12 +358,14 @@ class JaxCore(CoreProtocol):
         return pure, params, rest
 
 
-def _by_input(adapter, layer, n, wrt, x_grads, p_grads):
+def _gradients(adapter, layer, out, n, wrt, x_grads, p_grads) -> Gradients:
+    """A vjp's reply from a pullback's gradients: one per input (None outside ``wrt``), and every state name's
+    (non-trainable state is never differentiated: None)."""
     by_index = dict(zip(wrt, x_grads))
     state_grads = {k: None for k in adapter.non_trainable(layer)}
     if p_grads:
         state_grads.update({".".join(map(str, k)): _value(g) for k, g in nnx.to_flat_state(p_grads)})
-    return [by_index.get(i) for i in range(n)], state_grads
+    return Gradients(output=out, inputs=tuple(by_index.get(i) for i in range(n)), state=state_grads)
 
 
 class _Compiled:
@@ -422,4 +425,4 @@ class _Compiled:
             self._programs[key] = jax.jit(whole)
         others = [None if i in static else a for i, a in enumerate(args)]
         out, x_grads, p_grads = self._programs[key]([args[i] for i in wrt], others, params, rest, cotangent)
-        return out, *_by_input(self._adapter, self._layer, len(args), wrt, x_grads, p_grads)
+        return _gradients(self._adapter, self._layer, out, len(args), wrt, x_grads, p_grads)

@@ -11,6 +11,7 @@ import inspect
 import numpy as np
 import torch
 
+from ...protocol.autodiff import Gradients
 from ...protocol.core import CoreProtocol
 from ..common import walk_attributes
 
@@ -209,7 +210,7 @@ class TorchCore(CoreProtocol):
     def _backward_through(self, fn, layer, args, wrt, cotangent, seed, leaves=None):
         """``fn(*args)`` in evaluation mode, then backward from ``seed(out)`` (unless there is no cotangent or
         nothing to differentiate): the output, the gradients of the inputs in ``wrt`` (those of ``leaves``, where
-        the args are copies of them) and of every parameter and buffer, detached."""
+        the args are copies of them) and of every parameter and buffer, detached: a ``Gradients``."""
         leaves = args if leaves is None else leaves
         state = {}
         if isinstance(layer, torch.nn.Module):
@@ -224,7 +225,8 @@ class TorchCore(CoreProtocol):
             torch.autograd.backward(out, seed(out))
             input_grads = [leaves[i].grad if i in wrt else None for i in range(len(args))]
         conv = lambda g: None if g is None else g.detach()
-        return out.detach(), [conv(g) for g in input_grads], {k: conv(v.grad) for k, v in state.items()}
+        return Gradients(output=out.detach(), inputs=tuple(conv(g) for g in input_grads),
+                         state={k: conv(v.grad) for k, v in state.items()})
 
     # (getter, setter) for each piece of process-global state a layer could change
     _GLOBALS = {
