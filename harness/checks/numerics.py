@@ -10,7 +10,7 @@ from .. import inputs as inputs_mod
 from ..compare import _moved, describe_mismatch, dtype_problem, max_abs_error, relative_error
 from ..state_map import slot_value
 from .base import CheckFailed, unexpected_error
-from .common import import_native, reference_forward, reference_vjp, set_native_state
+from .common import call_native, native_layer, reference_forward, reference_vjp, set_native_state
 from .functions import check_native_function, native_dtype_problem, nondiff_probe
 from .mistakes import Findings, hint
 from .reference_error import Judge, forward_in, vjp_in
@@ -58,16 +58,14 @@ def check_native(ctx):
     spec = ctx.contract.native[ctx.adapter.name]   # one is named: layer_conformance.checks.applicable
     if spec.function is not None:
         return check_native_function(ctx, spec)
-    cls = import_native(ctx, spec.class_path)
-    args = {k: ctx.contract.resolve_arg(v) for k, v in spec.args.items()}
-    native = ctx.in_dtype(ctx.adapter.build(ctx.adapter.construct_native(cls, args), ctx.build_inputs()))
+    native = native_layer(ctx, spec)
     ours, state, unset = ctx.layer_at(ctx.test_state())
     set_native_state(ctx, native, spec, state)
     problems, worst = [], 0.0
     for case in ctx.contract.cases:
         inputs = ctx.case_inputs(case)
         got = ctx.output_numpy(ctx.run(ours, inputs))
-        want = ctx.adapter.numpy(ctx.adapter.call(native, inputs))
+        want = ctx.adapter.numpy(call_native(ctx, native, spec, case, inputs))
         what = f"case {case.name!r} vs native {spec.class_path}"
         # the native layer's output dtype is part of what it does: a layer that promotes or demotes it differs
         bad_dtype = native_dtype_problem(got, want, inputs, what)

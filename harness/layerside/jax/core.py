@@ -216,22 +216,23 @@ class JaxCore(CoreProtocol):
     def construct_native(self, cls, args):
         return self.construct(cls, args)
 
-    def call(self, layer, inputs, device=None, training=False):
+    def call(self, layer, inputs, device=None, training=False, kwargs=None):
+        kw = kwargs or {}  # plain data: traced as constants of the program
         with _x64(_wants_x64(*inputs)):
             args = [a if isinstance(a, jax.Array) and device is None else self.tensor(a, device) for a in inputs]
             if not isinstance(layer, nnx.Module):
-                done = _compiled(lambda *xs: layer(*xs), args)
-                return done[0] if done else layer(*args)
+                done = _compiled(lambda *xs: layer(*xs, **kw), args)
+                return done[0] if done else layer(*args, **kw)
             layer.train() if training else layer.eval()
             try:
                 graphdef, state = nnx.split(layer)
             except Exception:  # whatever it is, the eager call says it the usual way
-                return layer(*args)
+                return layer(*args, **kw)
             pure = []  # set by the trace: the call left the layer as it was
 
             def run(state, xs):
                 model = nnx.merge(graphdef, jax.tree.map(lambda v: v, state))
-                out = model(*xs)
+                out = model(*xs, **kw)
                 after, new_state = nnx.split(model)
                 pure.append(after == graphdef and all(a is b for a, b in zip(jax.tree.leaves(state),
                                                                              jax.tree.leaves(new_state))))
@@ -239,7 +240,7 @@ class JaxCore(CoreProtocol):
             done = _compiled(run, (state, args))
             # a call that writes its state (RNG counters, running statistics, attributes) runs eagerly
             # on the layer itself, so that the writes land where they would
-            return done[0] if done and pure == [True] else layer(*args)
+            return done[0] if done and pure == [True] else layer(*args, **kw)
 
     # -- state ---------------------------------------------------------------------------
     def _variables(self, layer) -> dict:

@@ -109,11 +109,11 @@ class TorchCore(CoreProtocol):
             return obj.apply
         return obj
 
-    def call(self, layer, inputs, device=None, training=False):
+    def call(self, layer, inputs, device=None, training=False, kwargs=None):
         args = [a if isinstance(a, torch.Tensor) else self.tensor(a, device) for a in inputs]
         if isinstance(layer, torch.nn.Module):
             layer.train(training)
-        return layer(*args)
+        return layer(*args, **(kwargs or {}))
 
     # -- state ---------------------------------------------------------------------------
     def trainable(self, layer):
