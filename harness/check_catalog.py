@@ -51,6 +51,9 @@ class CheckSpec:
     # reference that fails the table may be within k times the reference's own error in that dtype
     # (``tolerances.reference_error_factor``)
     reference_error: bool = False
+    # it compares the layer with another run of itself (compiled, batched, in another mode or on another device), by
+    # a tolerance of its own id and never by the rule above: ``new`` gives it the layer's measured gap
+    own_tolerance: bool = False
     # the closed list of reasons (``NA_REASONS``' codes) for which it may come to n/a beyond the contract's keys,
     # which every check accepts; an n/a for any other reason is a failure of the check
     not_applicable: tuple[str, ...] = ()
@@ -215,8 +218,8 @@ CATALOG: tuple[CheckSpec, ...] = (
     CheckSpec("serialization", "registration", needs=("round_trip",), prerequisites=("modes",),
               blocks_because="the layer's state does not make a faithful fresh instance",
               contract_na=_NOT_A_LAYER),
-    CheckSpec("devices", "registration", needs=("devices", "move"), device_column=True, prerequisites=("modes",)),
-    CheckSpec("device_parity", "registration", needs=("devices", "move", "vjp"), device_column=True,
+    CheckSpec("devices", "registration", own_tolerance=True, needs=("devices", "move"), device_column=True, prerequisites=("modes",)),
+    CheckSpec("device_parity", "registration", own_tolerance=True, needs=("devices", "move", "vjp"), device_column=True,
               prerequisites=("modes", "values"),
               contract_na=_NO_GRADIENT),
     CheckSpec("values", "numerics", per_dtype=True, prerequisites=("modes",), reference_error=True,
@@ -232,7 +235,7 @@ CATALOG: tuple[CheckSpec, ...] = (
     CheckSpec("strict_loading", "loading", needs=("export_state", "load_state", "alter_saved"),
               contract_na=_either(_function("a function contract has no saved state"),
                                   _unless(lambda c: c.trainable or c.non_trainable, "the contract declares no state"))),
-    CheckSpec("modes", "modes", needs=("nest", "manual_seed"), per_dtype=True,
+    CheckSpec("modes", "modes", own_tolerance=True, needs=("nest", "manual_seed"), per_dtype=True,
               blocks_because="the layer does not follow the framework's training/inference switch",
               not_applicable=_IN_DTYPE,
               contract_na=_unless(lambda c: c.modes, "the contract declares no training/evaluation behaviour",
@@ -241,12 +244,12 @@ CATALOG: tuple[CheckSpec, ...] = (
               not_applicable=_IN_DTYPE,
               contract_na=_unless(lambda c: c.properties, "the contract states no properties",
                                   _function("properties are stated for layers"))),
-    CheckSpec("forward_mode", "forward", needs=("jvp",), per_dtype=True, gradient_tolerances=True,
+    CheckSpec("forward_mode", "forward", own_tolerance=True, needs=("jvp",), per_dtype=True, gradient_tolerances=True,
               prerequisites=("modes", "values"),
               not_applicable=("no_forward_mode", *_IN_DTYPE),
               contract_na=_unless(lambda c: c.forward_mode is not None,
                                   "the contract does not ask for forward mode")),
-    CheckSpec("second_order", "second_order", needs=("hvp",), per_dtype=True, gradient_tolerances=True,
+    CheckSpec("second_order", "second_order", own_tolerance=True, needs=("hvp",), per_dtype=True, gradient_tolerances=True,
               prerequisites=("modes", "values", "gradients"),
               not_applicable=("no_double_backward", *_IN_DTYPE),
               contract_na=_unless(lambda c: c.second_order is not None,
@@ -254,7 +257,7 @@ CATALOG: tuple[CheckSpec, ...] = (
     # compares the layer with itself (examples alone, permuted, one changed, vectorised), not with the reference,
     # so wrong values do not block it; where it shows the layer mixing examples (one example changed moves
     # another's output), wrong values are that mistake's symptom (checks/blame.py)
-    CheckSpec("batching", "batching", needs=("vmap_call", "vmap_vjp", "vjp"), prerequisites=("modes",),
+    CheckSpec("batching", "batching", own_tolerance=True, needs=("vmap_call", "vmap_vjp", "vjp"), prerequisites=("modes",),
               blocks_because="the layer mixes the examples of a batch",
               not_applicable=("contract_cases", "no_vmap", "custom_function_no_vmap"),
               contract_na=_section_says("batching")),
@@ -268,10 +271,10 @@ CATALOG: tuple[CheckSpec, ...] = (
               not_applicable=("contract_cases", "immutable_arrays", "function_alias_gradient", "no_gradient", "parts"),
               contract_na=_section_says("aliasing")),
     # the layer against itself: shapes and dtypes computed without data, and a program with a symbolic batch
-    CheckSpec("abstract", "abstract", needs=("abstract_outputs", "symbolic_batch"), prerequisites=("modes",),
+    CheckSpec("abstract", "abstract", own_tolerance=True, needs=("abstract_outputs", "symbolic_batch"), prerequisites=("modes",),
               not_applicable=("imperative_function", "not_hybrid", "untraceable", "custom_function_no_vmap", "no_vmap", "parts"),
               contract_na=_section_says("abstract")),
-    CheckSpec("compiled", "compiled", needs=("compilers", "compile", "compiled_call", "compiled_vjp", "compile_stats"),
+    CheckSpec("compiled", "compiled", own_tolerance=True, needs=("compilers", "compile", "compiled_call", "compiled_vjp", "compile_stats"),
               alongside=True, prerequisites=("modes", "serialization"),
               not_applicable=("imperative_function", "not_hybrid"),
               contract_na=_section_says("compiled")),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import keyword
 
+from .check_catalog import CATALOG
 from .dtypes import HALF
 
 
@@ -92,10 +93,9 @@ def contract_yaml(name: str, impl: str, seen, constructor: dict, inputs: dict, r
     return "\n".join(lines + _tolerances(seen, "module" in reference)) + "\n"
 
 
-# the checks that compare a floating result by a tolerance of their own id (checks/*.py: ctx.tolerance(id)) and never
-# fall back to the reference-error rule: where the rule judges values and gradients, a measured gap goes to these
-OWN_TOLERANCE = ("compiled", "batching", "modes", "abstract", "devices", "device_parity", "forward_mode",
-                 "second_order")
+# the checks that compare the layer with itself by a tolerance of their own id and never fall back to the
+# reference-error rule (CheckSpec.own_tolerance): where the rule judges values and gradients, a measured gap goes to these
+OWN_TOLERANCE = tuple(spec.id for spec in CATALOG if spec.own_tolerance)
 
 
 def _tolerances(seen, rule: bool) -> list:

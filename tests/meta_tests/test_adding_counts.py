@@ -50,7 +50,7 @@ NAMES_OTHER_CHECKS = {
     "boundary/session.py": ({"native"}, "the executor for native layers"),
     "reference_check.py": ({"properties", "second_order"}, "contract sections of the same names"),
     "scaffold.py": ({"values", "gradients"}, "`new` measures the tolerances these comparisons need"),
-    "scaffold_text.py": ({"values", "gradients"}, "`new` writes those tolerances under the checks' ids"),
+    "scaffold_text.py": ({"values"}, "`new` writes those tolerances under the checks' ids"),
 }
 
 
