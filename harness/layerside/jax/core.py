@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import os
 import types
 
 import jax
@@ -106,6 +107,22 @@ def _program_key(traced, args):
             str(jax.config.jax_default_device))
 
 
+def _committed_alike(args):
+    """``args`` with every uncommitted array (and numpy array) committed to the one device the committed arrays
+    are on, which is where jit runs them anyway: the program is the same, but its arguments' placement is part
+    of both the in-process key and the persistent cache's (the lowered shardings), so without this a layer whose
+    state is uncommitted (loaded, or built on the default device) and an input put on a device compile one program
+    twice, here and in each fresh executor of the target. Unchanged where nothing or more than one device is
+    committed (jit's own rules then apply as they are)."""
+    leaves, tree = jax.tree.flatten(args)
+    devices = {a.sharding for a in leaves if isinstance(a, jax.Array) and getattr(a, "_committed", True)}
+    if len(devices) != 1:
+        return args
+    (sharding,) = devices
+    return jax.tree.unflatten(tree, [jax.device_put(a, sharding) if isinstance(a, np.ndarray) or (
+        isinstance(a, jax.Array) and not getattr(a, "_committed", True)) else a for a in leaves])
+
+
 def _compiled(traceable, args):
     """``traceable(*args)`` traced and run as one compiled program, or None where it cannot be.
 
@@ -115,6 +132,7 @@ def _compiled(traceable, args):
     (the caller then runs eagerly) when tracing fails: Python control flow on values, numpy conversions,
     a custom rule that is not traceable. The eager run then gives the verdict, its own error included."""
     try:
+        args = _committed_alike(args)
         traced = jax.jit(traceable).trace(*args)
         key = _program_key(traced, args)
         if key is None:
@@ -427,3 +445,40 @@ class _Compiled:
         others = [None if i in static else a for i, a in enumerate(args)]
         out, x_grads, p_grads = self._programs[key]([args[i] for i in wrt], others, params, rest, cotangent)
         return _gradients(self._adapter, self._layer, out, len(args), wrt, x_grads, p_grads)
+
+
+
+def _count_compiles(path):
+    """A debug switch, LAYER_CONFORMANCE_JAX_COMPILE_LOG=<file> (with --sandbox off: a sandboxed executor cannot
+    write outside its private /tmp): each jaxpr trace, XLA compilation and persistent-cache hit of this process,
+    a line each (pid, event, the outermost adapter method, seconds), and each program's signature as JAX logs it.
+    JAX records a compilation for a cache hit too: the compilations made are the compiles less the hits."""
+    import logging
+    import sys
+    from jax import monitoring
+
+    def log(line):
+        with open(path, "a") as out:
+            out.write(f"{os.getpid()} {line}\n")
+
+    def listener(event, duration=0.0, **_):
+        if event.endswith(("jaxpr_trace_duration", "backend_compile_duration", "cache_hits")):
+            f, where = sys._getframe(1), "?"
+            while f is not None:  # the outermost frame of this folder: the request a check made
+                if "/layerside/jax/" in f.f_code.co_filename:
+                    where = f"{os.path.basename(f.f_code.co_filename)}:{f.f_code.co_name}"
+                f = f.f_back
+            log(f"{event.rsplit('/', 1)[-1]} {where} {duration:.4f}")
+
+    class Programs(logging.Handler):
+        def emit(self, record):
+            if record.getMessage().startswith("Compiling"):
+                log(f"program {record.getMessage()[:300]!r}")
+    monitoring.register_event_duration_secs_listener(listener)
+    monitoring.register_event_listener(listener)
+    jax.config.update("jax_log_compiles", True)
+    logging.getLogger("jax").addHandler(Programs())
+
+
+if os.environ.get("LAYER_CONFORMANCE_JAX_COMPILE_LOG"):
+    _count_compiles(os.environ["LAYER_CONFORMANCE_JAX_COMPILE_LOG"])
