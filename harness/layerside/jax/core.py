@@ -332,9 +332,15 @@ class JaxCore(CoreProtocol):
     def _linear(n_in, n_out, seed):
         """An nnx.Linear whose kernel numpy draws (lecun normal's scale): jax.random's default initializer
         compiles threefry for each shape, about a second in each new executor, for weights any values serve."""
+        # cast by numpy and put by device_put: a cast on the device, and jnp.asarray of a numpy array, each
+        # compile a program per shape and dtype (issue 47)
         def kernel(key, shape, dtype=jnp.float32):
-            return jnp.asarray(np.random.default_rng(seed).standard_normal(shape) / np.sqrt(shape[0]), dtype)
-        return nnx.Linear(n_in, n_out, rngs=nnx.Rngs(seed), kernel_init=kernel)
+            drawn = np.random.default_rng(seed).standard_normal(shape) / np.sqrt(shape[0])
+            return jax.device_put(drawn.astype(dtype))
+
+        def zeros(key, shape, dtype=jnp.float32):
+            return jax.device_put(np.zeros(shape, dtype))
+        return nnx.Linear(n_in, n_out, rngs=nnx.Rngs(seed), kernel_init=kernel, bias_init=zeros)
 
     def sequential(self, layer, width):
         with jax.default_device(self._device(None)):

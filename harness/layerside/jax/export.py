@@ -100,4 +100,4 @@ def _to_numpy_keeping_keys(v):
 def _from_numpy_keeping_keys(v):
     if isinstance(v, _KeyData):
         return jax.random.wrap_key_data(jnp.asarray(v.data), impl=v.impl)
-    return jnp.asarray(v)
+    return jax.device_put(np.asarray(v))  # on the default device, as jnp.asarray, without its compilation

@@ -67,6 +67,20 @@ class JaxPrecision(PrecisionProtocol):
         with _x64(dtype == "float64"):
             if dtype == "float64" and not jax.config.jax_enable_x64:
                 return None  # no local x64 switch in this jax
-            nnx.update(copy, jax.tree.map(lambda x: x.astype(dtype) if jnp.issubdtype(x.dtype, jnp.floating)
+            nnx.update(copy, jax.tree.map(lambda x: _cast(x, dtype) if jnp.issubdtype(x.dtype, jnp.floating)
                                           else x, nnx.state(copy)))
         return copy
+
+
+def _cast(x, dtype):
+    """``x.astype(dtype)`` cast by numpy where the two round alike (from float32: ml_dtypes for bfloat16, both to
+    nearest even), placed as ``x`` was, committed only where it was: on the device each state shape and dtype is
+    a compilation of its own (issue 47), and ``device_put`` compiles nothing where ``jnp.asarray`` does."""
+    if not isinstance(x, jax.Array) or x.dtype != np.float32:
+        return x.astype(dtype)
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is inf, as on the device, and no warning
+        value = np.asarray(x).astype(jnp.dtype(dtype))
+    if x.committed:
+        return jax.device_put(value, x.sharding)
+    with jax.default_device(next(iter(x.devices()))):
+        return jax.device_put(value)
