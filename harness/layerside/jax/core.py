@@ -80,6 +80,10 @@ def _wants_x64(*arrays) -> bool:
 
 
 # Compiled programs by what was traced (see _compiled). Bounded: a long session traces many shapes.
+# Measured with LAYER_CONFORMANCE_JAX_COMPILE_LOG (below), one bundled rmsnorm, every default check and dtype:
+# 129 XLA compilations made in the run's four JAX processes before issue 47's placement and device_put changes,
+# 110 after (the layer executor 56 -> 47, the native's 23 -> 19, the export check's 12 -> 6, the compiled
+# check's 38, most of them its deliberate op-by-op eager reference).
 _COMPILED: dict = {}
 
 
